@@ -1,0 +1,160 @@
+//! The catalog: every tool by name, built once at startup, with what runs it.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{Config, Limits};
+use crate::pipeline::CallError;
+use crate::wasm::{Discovery, LoadFailure, ToolPlugin, plugin_name};
+
+/// A tool as MCP's `tools/list` describes it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDef {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// What executes a tool.
+pub enum Backend {
+    Wasm(Arc<ToolPlugin>),
+}
+
+/// One entry of the catalog.
+pub struct CatalogTool {
+    pub def: ToolDef,
+    pub backend: Backend,
+    pub limits: Limits,
+    /// The file the tool came from, for messages.
+    pub source: PathBuf,
+}
+
+/// Tools by name, in a stable listing order.
+#[derive(Default)]
+pub struct Catalog {
+    by_name: HashMap<String, Arc<CatalogTool>>,
+    order: Vec<Arc<CatalogTool>>,
+}
+
+/// A catalog and the problems met while building it.
+pub struct Built {
+    pub catalog: Catalog,
+    /// Plugins that did not load or could not list their tools, and config
+    /// entries naming what is not there. The server runs degraded with these.
+    pub problems: Vec<LoadFailure>,
+}
+
+impl Catalog {
+    /// Asks every tool plugin for its tools. Two tools with one name is an
+    /// error naming both files; other problems are returned for reporting.
+    pub async fn build(config: &Config, discovery: Discovery) -> anyhow::Result<Built> {
+        let mut catalog = Catalog::default();
+        let loaded_names: HashSet<String> = discovery
+            .loaded
+            .iter()
+            .map(|l| plugin_name(&l.path))
+            .collect();
+        let mut problems = discovery.failures;
+        for loaded in discovery.loaded {
+            let Some(plugin) = loaded.tool else { continue };
+            let plugin = Arc::new(plugin);
+            let plugin_limits = config.limits_for(plugin.name(), "");
+            let defs = match plugin.list_tools(&plugin_limits).await {
+                Ok(defs) => defs,
+                Err(e) => {
+                    problems.push(LoadFailure {
+                        path: loaded.path.clone(),
+                        error: format!("list-tools failed: {e}"),
+                    });
+                    continue;
+                }
+            };
+            for def in defs {
+                let limits = config.limits_for(plugin.name(), &def.name);
+                let tool = CatalogTool {
+                    def,
+                    backend: Backend::Wasm(plugin.clone()),
+                    limits,
+                    source: loaded.path.clone(),
+                };
+                catalog.insert(tool)?;
+            }
+        }
+        problems.extend(catalog.config_problems(config, &loaded_names));
+        Ok(Built { catalog, problems })
+    }
+
+    fn insert(&mut self, tool: CatalogTool) -> anyhow::Result<()> {
+        if let Some(existing) = self.by_name.get(&tool.def.name) {
+            anyhow::bail!(
+                "tool {:?} is defined twice: in {} and in {}",
+                tool.def.name,
+                existing.source.display(),
+                tool.source.display()
+            );
+        }
+        let tool = Arc::new(tool);
+        self.by_name.insert(tool.def.name.clone(), tool.clone());
+        self.order.push(tool);
+        Ok(())
+    }
+
+    /// Config entries that name plugins or tools that are not there.
+    fn config_problems(&self, config: &Config, loaded: &HashSet<String>) -> Vec<LoadFailure> {
+        let plugins_dir = &config.server.plugins;
+        let missing_plugins = config
+            .plugins
+            .keys()
+            .filter(|name| !loaded.contains(name.as_str()))
+            .map(|name| LoadFailure {
+                path: plugins_dir.join(format!("{name}.wasm")),
+                error: format!("plugin {name:?} is configured but did not load"),
+            });
+        let missing_tools = config
+            .tools
+            .iter()
+            .filter(|t| !self.by_name.contains_key(&t.name))
+            .map(|t| LoadFailure {
+                path: PathBuf::from("hangar.toml"),
+                error: format!("tool {:?} is configured but no plugin offers it", t.name),
+            });
+        missing_plugins.chain(missing_tools).collect()
+    }
+
+    /// The tool called `name`, or the resolution error.
+    pub fn resolve(&self, name: &str) -> Result<Arc<CatalogTool>, CallError> {
+        self.by_name
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CallError::not_found(name))
+    }
+
+    /// Every tool, in listing order.
+    pub fn tools(&self) -> &[Arc<CatalogTool>] {
+        &self.order
+    }
+}

@@ -1,0 +1,150 @@
+//! The `hangar` command: `serve` and `check`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use hangar::config::Config;
+use hangar::{Hangar, server};
+
+#[derive(Parser)]
+#[command(
+    name = "hangar",
+    version,
+    about = "An MCP server whose tools are WebAssembly components"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load the plugins and serve MCP and REST over HTTP.
+    Serve {
+        #[arg(long, default_value = "hangar.toml")]
+        config: PathBuf,
+        /// Address to listen on (default 127.0.0.1:8080, or `server.listen`).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Plugins directory (default `plugins/`, or `server.plugins`).
+        #[arg(long)]
+        plugins: Option<PathBuf>,
+    },
+    /// Validate the config and load every plugin without serving; exits
+    /// non-zero on any problem.
+    Check {
+        #[arg(long, default_value = "hangar.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        plugins: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve {
+                config,
+                listen,
+                plugins,
+            } => serve(&config, listen, plugins).await,
+            Command::Check { config, plugins } => check(&config, plugins).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The config at `path`; the default path may be absent (defaults apply).
+fn load_config(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<Config> {
+    let mut config = if path == Path::new("hangar.toml") && !path.exists() {
+        tracing::info!("no hangar.toml here; using defaults");
+        Config::default()
+    } else {
+        Config::load(path)?
+    };
+    if let Some(dir) = plugins {
+        config.server.plugins = dir;
+    }
+    Ok(config)
+}
+
+async fn serve(
+    path: &Path,
+    listen: Option<SocketAddr>,
+    plugins: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let config = load_config(path, plugins)?;
+    let listen = listen.unwrap_or(config.server.listen);
+    let started = std::time::Instant::now();
+    let hangar = Hangar::load(config).await?;
+    tracing::info!(
+        components = hangar.report.loaded.len(),
+        from_cache = hangar.report.from_cache,
+        compiled = hangar.report.compiled,
+        tools = hangar.pipeline.catalog().tools().len(),
+        "loaded in {:?}",
+        started.elapsed()
+    );
+    for p in &hangar.problems {
+        tracing::error!(path = %p.path.display(), "{}", p.error);
+    }
+    server::serve(&hangar, listen).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let config = load_config(path, plugins)?;
+    println!("config: {}", path.display());
+    println!("plugins: {}", config.server.plugins.display());
+    let hangar = Hangar::load(config).await?;
+    for entry in &hangar.report.loaded {
+        let origin = match entry.origin {
+            hangar::wasm::Origin::Cache => "from cache",
+            hangar::wasm::Origin::Compiled => "compiled",
+        };
+        println!(
+            "  ok    {} ({} world, {origin})",
+            entry.path.display(),
+            entry.world.as_str()
+        );
+    }
+    for tool in hangar.pipeline.catalog().tools() {
+        println!("  tool  {} ({})", tool.def.name, tool.source.display());
+    }
+    for p in &hangar.problems {
+        println!("  error {}: {}", p.path.display(), p.error);
+    }
+    println!(
+        "{} components ({} from cache, {} compiled), {} tools, {} problems",
+        hangar.report.loaded.len(),
+        hangar.report.from_cache,
+        hangar.report.compiled,
+        hangar.pipeline.catalog().tools().len(),
+        hangar.problems.len()
+    );
+    Ok(if hangar.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,168 @@
+//! Checks made before any MCP message is read: DNS-rebinding protection
+//! (Host and Origin) and the protocol version header.
+
+use axum::http::HeaderMap;
+use axum::http::header::{HOST, ORIGIN};
+
+/// Protocol versions this server speaks, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+pub const LATEST_VERSION: &str = SUPPORTED_VERSIONS[0];
+
+/// Which hosts and origins may reach the server: loopback always, plus the
+/// configured ones (`*` allows any).
+#[derive(Debug, Clone, Default)]
+pub struct OriginPolicy {
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+}
+
+/// Why a request was refused before reading it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Host(String),
+    Origin(String),
+    Version(String),
+}
+
+impl OriginPolicy {
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if let Some(host) = headers.get(HOST) {
+            let host = host.to_str().unwrap_or_default();
+            if !self.host_allowed(host) {
+                return Err(Refusal::Host(host.to_string()));
+            }
+        }
+        if let Some(origin) = headers.get(ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            if !self.origin_allowed(origin) {
+                return Err(Refusal::Origin(origin.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let name = hostname(host);
+        is_loopback(name)
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|h| h == "*" || h.eq_ignore_ascii_case(name) || h.eq_ignore_ascii_case(host))
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        if self
+            .allowed_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+        {
+            return true;
+        }
+        // `scheme://host[:port]`; the literal `null` origin is not loopback.
+        match origin.split_once("://") {
+            Some((scheme, rest)) if scheme == "http" || scheme == "https" => {
+                is_loopback(hostname(rest.split('/').next().unwrap_or_default()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The host name of a `host[:port]` authority, IPv6 brackets kept.
+fn hostname(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority.split_inclusive(']').next().unwrap_or(authority);
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+fn is_loopback(name: &str) -> bool {
+    name.eq_ignore_ascii_case("localhost")
+        || name == "[::1]"
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// An `MCP-Protocol-Version` header, when present, must name a supported version.
+pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
+    match headers.get("mcp-protocol-version") {
+        None => Ok(()),
+        Some(v) => {
+            let v = v.to_str().unwrap_or_default();
+            if SUPPORTED_VERSIONS.contains(&v) {
+                Ok(())
+            } else {
+                Err(Refusal::Version(v.to_string()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_is_allowed_and_others_are_not() {
+        let p = OriginPolicy::default();
+        assert!(
+            p.check(&headers(&[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://localhost:3000")
+            ]))
+            .is_ok()
+        );
+        assert!(p.check(&headers(&[("host", "[::1]:8080")])).is_ok());
+        assert_eq!(
+            p.check(&headers(&[("host", "evil.example.com")])),
+            Err(Refusal::Host("evil.example.com".into()))
+        );
+        assert!(
+            p.check(&headers(&[
+                ("host", "localhost"),
+                ("origin", "http://evil.example.com")
+            ]))
+            .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("host", "localhost"), ("origin", "null")]))
+                .is_err()
+        );
+        assert!(
+            p.check(&headers(&[("host", "localhost.evil.com")]))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn configured_hosts_and_origins_are_allowed() {
+        let p = OriginPolicy {
+            allowed_hosts: vec!["mcp.example.com".into()],
+            allowed_origins: vec!["https://app.example.com".into()],
+        };
+        assert!(
+            p.check(&headers(&[
+                ("host", "mcp.example.com:443"),
+                ("origin", "https://app.example.com")
+            ]))
+            .is_ok()
+        );
+        assert!(p.check(&headers(&[("host", "other.example.com")])).is_err());
+    }
+
+    #[test]
+    fn protocol_version_header() {
+        assert!(check_version(&headers(&[])).is_ok());
+        assert!(check_version(&headers(&[("mcp-protocol-version", "2025-03-26")])).is_ok());
+        assert!(check_version(&headers(&[("mcp-protocol-version", "1999-01-01")])).is_err());
+    }
+}

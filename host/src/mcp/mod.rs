@@ -1,0 +1,275 @@
+//! MCP over Streamable HTTP at `/mcp` (protocol 2025-11-25, also 2025-06-18
+//! and 2025-03-26): JSON-RPC framing, sessions, SSE for calls that report
+//! progress or logs, and DNS-rebinding protection.
+
+mod calls;
+mod guard;
+mod jsonrpc;
+mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header::{ACCEPT, ALLOW, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use serde_json::{Map, Value, json};
+
+pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
+
+use crate::pipeline::{LogLevel, Pipeline};
+use guard::Refusal;
+use jsonrpc::{Incoming, RpcError};
+use session::{Session, Sessions};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// What the `/mcp` handlers share.
+pub struct McpState {
+    pub pipeline: Pipeline,
+    pub policy: OriginPolicy,
+    pub page_size: usize,
+    sessions: Sessions,
+}
+
+impl McpState {
+    pub fn new(pipeline: Pipeline, policy: OriginPolicy, page_size: usize) -> McpState {
+        McpState {
+            pipeline,
+            policy,
+            page_size,
+            sessions: Sessions::default(),
+        }
+    }
+}
+
+pub fn router(state: Arc<McpState>) -> Router {
+    Router::new()
+        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
+        .with_state(state)
+}
+
+/// One JSON-RPC message in, one JSON or SSE answer (or 202) out.
+async fn post_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refusal) = st
+        .policy
+        .check(&headers)
+        .and_then(|_| guard::check_version(&headers))
+    {
+        return refused(refusal);
+    }
+    let message = match Incoming::parse(&body) {
+        Ok(m) => m,
+        Err(rej) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_body(&rej.id, &rej.error),
+            );
+        }
+    };
+    if let Incoming::Request { id, method, params } = &message
+        && method == "initialize"
+    {
+        return initialize(&st, id, params);
+    }
+    let session = match headers.get(SESSION_HEADER) {
+        None => None,
+        Some(sid) => match st.sessions.get(sid.to_str().unwrap_or_default()) {
+            Some(s) => Some(s),
+            None => return session_not_found(&message),
+        },
+    };
+    match message {
+        Incoming::Response => StatusCode::ACCEPTED.into_response(),
+        Incoming::Notification { method, params } => {
+            notification(session.as_deref(), &method, &params);
+            StatusCode::ACCEPTED.into_response()
+        }
+        Incoming::Request { id, method, params } => {
+            let request = Request {
+                id,
+                params,
+                session,
+                headers: &headers,
+            };
+            match method.as_str() {
+                "ping" => reply(&request.id, &json!({})),
+                "tools/list" => tools_list(&st, &request),
+                "tools/call" => calls::tools_call(&st, request).await,
+                "logging/setLevel" => set_level(&request),
+                _ => reply_error(
+                    &request.id,
+                    &RpcError::new(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        format!("Method not found: {method}"),
+                    ),
+                ),
+            }
+        }
+    }
+}
+
+/// A request being answered.
+struct Request<'a> {
+    id: Value,
+    params: Map<String, Value>,
+    session: Option<Arc<Session>>,
+    headers: &'a HeaderMap,
+}
+
+impl Request<'_> {
+    fn accepts_sse(&self) -> bool {
+        self.headers
+            .get_all(ACCEPT)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
+    }
+}
+
+fn initialize(st: &McpState, id: &Value, params: &Map<String, Value>) -> Response {
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let version = requested
+        .filter(|v| SUPPORTED_VERSIONS.contains(v))
+        .unwrap_or(guard::LATEST_VERSION);
+    let session = st.sessions.create();
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": { "listChanged": true }, "logging": {} },
+        "serverInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
+    });
+    let mut response = reply(id, &result);
+    response.headers_mut().insert(
+        SESSION_HEADER,
+        HeaderValue::from_str(&session.id).expect("session ids are ASCII"),
+    );
+    response
+}
+
+fn notification(session: Option<&Session>, method: &str, params: &Map<String, Value>) {
+    if method == "notifications/cancelled"
+        && let (Some(session), Some(request_id)) = (session, params.get("requestId"))
+        && !session.cancel(request_id)
+    {
+        tracing::debug!(%request_id, "cancel for a request that is not running");
+    }
+}
+
+fn tools_list(st: &McpState, req: &Request) -> Response {
+    let start = match req.params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(cursor) => match cursor.as_str().and_then(decode_cursor) {
+            Some(offset) => offset,
+            None => return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor")),
+        },
+    };
+    let tools = st.pipeline.catalog().tools();
+    if start > tools.len() {
+        return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor"));
+    }
+    let end = (start + st.page_size).min(tools.len());
+    let page: Vec<_> = tools[start..end].iter().map(|t| &t.def).collect();
+    let mut result = json!({ "tools": page });
+    if end < tools.len() {
+        result["nextCursor"] = Value::String(B64.encode(format!("offset:{end}")));
+    }
+    reply(&req.id, &result)
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = B64.decode(cursor).ok()?;
+    std::str::from_utf8(&bytes)
+        .ok()?
+        .strip_prefix("offset:")?
+        .parse()
+        .ok()
+}
+
+fn set_level(req: &Request) -> Response {
+    let level = req
+        .params
+        .get("level")
+        .and_then(|l| serde_json::from_value::<LogLevel>(l.clone()).ok());
+    match (level, &req.session) {
+        (None, _) => reply_error(
+            &req.id,
+            &RpcError::invalid_params(
+                "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+            ),
+        ),
+        (Some(level), Some(session)) => {
+            session.set_log_level(level);
+            reply(&req.id, &json!({}))
+        }
+        // Without a session there is nowhere to keep the level.
+        (Some(_), None) => reply(&req.id, &json!({})),
+    }
+}
+
+/// `GET /mcp` would open a server-to-client stream; Hangar sends nothing unprompted.
+async fn get_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = st.policy.check(&headers) {
+        return refused(refusal);
+    }
+    let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+    response
+}
+
+/// Ends a session.
+async fn delete_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = st.policy.check(&headers) {
+        return refused(refusal);
+    }
+    match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+        None => (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response(),
+        Some(id) if st.sessions.remove(id) => StatusCode::OK.into_response(),
+        Some(_) => (StatusCode::NOT_FOUND, "Session not found").into_response(),
+    }
+}
+
+fn refused(refusal: Refusal) -> Response {
+    let (status, message) = match refusal {
+        Refusal::Host(h) => (StatusCode::FORBIDDEN, format!("Host not allowed: {h}")),
+        Refusal::Origin(o) => (StatusCode::FORBIDDEN, format!("Origin not allowed: {o}")),
+        Refusal::Version(v) => (
+            StatusCode::BAD_REQUEST,
+            format!("Unsupported MCP-Protocol-Version: {v}"),
+        ),
+    };
+    tracing::debug!(%status, "{message}");
+    let error = RpcError::new(jsonrpc::INVALID_REQUEST, message);
+    json_response(status, jsonrpc::error_body(&Value::Null, &error))
+}
+
+fn session_not_found(message: &Incoming) -> Response {
+    let id = match message {
+        Incoming::Request { id, .. } => id.clone(),
+        _ => Value::Null,
+    };
+    let error = RpcError::new(-32001, "Session not found");
+    json_response(StatusCode::NOT_FOUND, jsonrpc::error_body(&id, &error))
+}
+
+fn reply<T: serde::Serialize>(id: &Value, result: &T) -> Response {
+    json_response(StatusCode::OK, jsonrpc::result_body(id, result))
+}
+
+fn reply_error(id: &Value, error: &RpcError) -> Response {
+    json_response(StatusCode::OK, jsonrpc::error_body(id, error))
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        Body::from(body),
+    )
+        .into_response()
+}

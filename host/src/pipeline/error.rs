@@ -1,0 +1,88 @@
+//! `CallError`: why a call stopped, and at which stage. It knows nothing of
+//! HTTP or JSON-RPC; each surface maps it in one place.
+
+use std::fmt;
+
+/// The pipeline's stages, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Resolve,
+    Auth,
+    InputMap,
+    Validate,
+    Env,
+    Connector,
+    Handler,
+    OutputMap,
+}
+
+impl Stage {
+    /// The name used in messages and in `data.stage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Resolve => "resolve",
+            Stage::Auth => "auth",
+            Stage::InputMap => "input_map",
+            Stage::Validate => "validate",
+            Stage::Env => "env",
+            Stage::Connector => "connector",
+            Stage::Handler => "handler",
+            Stage::OutputMap => "output_map",
+        }
+    }
+}
+
+/// What kind of failure it was; surfaces choose status codes from this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    Unauthorized,
+    Invalid,
+    /// A fuel, deadline or memory limit was reached.
+    Limit,
+    Cancelled,
+    Failed,
+}
+
+/// A call that did not produce a result.
+#[derive(Debug, Clone)]
+pub struct CallError {
+    pub stage: Stage,
+    pub kind: ErrorKind,
+    /// Safe to show to the caller.
+    pub message: String,
+}
+
+impl CallError {
+    pub fn new(stage: Stage, kind: ErrorKind, message: impl Into<String>) -> CallError {
+        CallError {
+            stage,
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(tool: &str) -> CallError {
+        CallError::new(
+            Stage::Resolve,
+            ErrorKind::NotFound,
+            format!("Tool not found: {tool}"),
+        )
+    }
+
+    pub fn cancelled(stage: Stage) -> CallError {
+        CallError::new(stage, ErrorKind::Cancelled, "request cancelled")
+    }
+}
+
+impl fmt::Display for CallError {
+    /// `stage: message`, except for resolution, whose message stands alone.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stage {
+            Stage::Resolve => f.write_str(&self.message),
+            stage => write!(f, "{}: {}", stage.as_str(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}

@@ -1,0 +1,75 @@
+//! A tool's result, shaped as MCP's `CallToolResult`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One content block of a result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Content {
+    Text {
+        text: String,
+    },
+    Image {
+        /// Base64.
+        data: String,
+        mime_type: String,
+    },
+    Audio {
+        /// Base64.
+        data: String,
+        mime_type: String,
+    },
+    Resource {
+        resource: ResourceContents,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+/// The contents of an embedded resource: `text` or base64 `blob`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceContents {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+/// What a call returns when it ran to the end: a success, or a tool-level
+/// error (`is_error`) that the tool itself reported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub content: Vec<Content>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A tool-level error with `message` as its text.
+    pub fn error(message: impl Into<String>) -> ToolResult {
+        ToolResult {
+            content: vec![Content::Text {
+                text: message.into(),
+            }],
+            structured_content: None,
+            is_error: true,
+        }
+    }
+}

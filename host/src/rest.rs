@@ -1,0 +1,114 @@
+//! The REST surface: `GET /tools`, `GET /tools/{name}`, `POST /tools/{name}/call`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::catalog::Annotations;
+use crate::pipeline::{CallContext, CallError, ErrorKind, Pipeline, ToolResult};
+
+pub fn router(pipeline: Pipeline) -> Router {
+    Router::new()
+        .route("/tools", get(list))
+        .route("/tools/{name}", get(describe))
+        .route("/tools/{name}/call", post(call))
+        .with_state(Arc::new(pipeline))
+}
+
+/// A catalog entry as `GET /tools` lists it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Summary<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a Annotations>,
+}
+
+async fn list(State(p): State<Arc<Pipeline>>) -> Response {
+    let tools: Vec<Summary> = p
+        .catalog()
+        .tools()
+        .iter()
+        .map(|t| Summary {
+            name: &t.def.name,
+            description: &t.def.description,
+            input_schema: &t.def.input_schema,
+            annotations: t.def.annotations.as_ref(),
+        })
+        .collect();
+    Json(tools).into_response()
+}
+
+async fn describe(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
+    match p.catalog().resolve(&name) {
+        Ok(tool) => Json(&tool.def).into_response(),
+        Err(e) => error(StatusCode::NOT_FOUND, &e.message),
+    }
+}
+
+/// A `CallToolResult` with the trace id in `_meta`.
+#[derive(Serialize)]
+struct Traced<'a> {
+    #[serde(flatten)]
+    result: &'a ToolResult,
+    #[serde(rename = "_meta")]
+    meta: Value,
+}
+
+async fn call(
+    State(p): State<Arc<Pipeline>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // A body that is not JSON is taken as no arguments.
+    let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    let cx = CallContext::new(traceparent);
+    let outcome = p.call(&name, args, &cx).await;
+    let result = match outcome {
+        Ok(result) => result,
+        Err(e) => return call_error(&e, &cx.trace_id),
+    };
+    let status = if result.is_error {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    };
+    traced(status, &result, &cx.trace_id)
+}
+
+/// The one place a `CallError` becomes a REST response.
+fn call_error(e: &CallError, trace_id: &str) -> Response {
+    match e.kind {
+        ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.message),
+        ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
+        _ => traced(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &ToolResult::error(e.to_string()),
+            trace_id,
+        ),
+    }
+}
+
+fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
+    let body = Traced {
+        result,
+        meta: json!({ "_trace_id": trace_id }),
+    };
+    (status, Json(body)).into_response()
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}

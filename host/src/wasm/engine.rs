@@ -1,0 +1,75 @@
+//! The process-wide wasmtime [`Engine`] and the epoch ticker that drives deadlines.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances. Deadlines and cancellation are checked, and a
+/// running guest yields to other tasks, once per tick.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Sizes the engine is built for.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineOptions {
+    /// Guest instances live at once (slots in the pooling allocator).
+    pub max_instances: u32,
+    /// The largest memory cap any call can get.
+    pub max_memory_bytes: usize,
+}
+
+/// Builds the one engine of the process: fuel and epoch interruption on, pooling allocator.
+pub fn build(opts: EngineOptions) -> anyhow::Result<Engine> {
+    let mut pool = PoolingAllocationConfig::default();
+    // A component instance holds a few core instances (the module and its shims).
+    pool.total_component_instances(opts.max_instances)
+        .total_core_instances(opts.max_instances * 4)
+        .total_memories(opts.max_instances * 2)
+        .total_tables(opts.max_instances * 4)
+        .total_stacks(opts.max_instances)
+        .max_memory_size(opts.max_memory_bytes)
+        // Keeping a little of each slot resident avoids page faults on the hot path.
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(64 << 10);
+
+    let mut config = Config::new();
+    config
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .wasm_component_model(true)
+        .max_wasm_stack(1 << 20)
+        .async_stack_size(2 << 20)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).map_err(|e| anyhow::anyhow!("cannot build the wasm engine: {e:?}"))
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own,
+/// until dropped.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: &Engine) -> EpochTicker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (engine, flag) = (engine.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("hangar-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawn epoch thread");
+        EpochTicker { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

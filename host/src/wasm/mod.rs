@@ -1,0 +1,171 @@
+//! The wasm runtime: one engine, the compiled-component cache, loading
+//! components and running their exports under limits. It knows nothing of MCP.
+
+mod bindings;
+mod cache;
+pub mod engine;
+mod limits;
+mod state;
+mod tool;
+
+use std::path::{Path, PathBuf};
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+pub use cache::Origin;
+pub use tool::ToolPlugin;
+
+use cache::CompiledCache;
+use engine::{EngineOptions, EpochTicker};
+use state::GuestState;
+
+/// Which `hangar:plugin` world a component exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    Tool,
+    Auth,
+    Mapper,
+}
+
+impl World {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            World::Tool => "tool",
+            World::Auth => "auth",
+            World::Mapper => "mapper",
+        }
+    }
+}
+
+/// A component file that loaded.
+pub struct LoadedPlugin {
+    pub path: PathBuf,
+    pub world: World,
+    pub origin: Origin,
+    /// Set for `tool` components.
+    pub tool: Option<ToolPlugin>,
+}
+
+/// A component file that did not load, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadFailure {
+    pub path: PathBuf,
+    pub error: String,
+}
+
+/// The outcome of loading a plugins directory.
+#[derive(Default)]
+pub struct Discovery {
+    pub loaded: Vec<LoadedPlugin>,
+    pub failures: Vec<LoadFailure>,
+}
+
+impl Discovery {
+    pub fn count(&self, origin: Origin) -> usize {
+        self.loaded.iter().filter(|p| p.origin == origin).count()
+    }
+}
+
+/// The engine, the linker with Hangar's host imports, the compiled cache and
+/// the epoch ticker: everything needed to load and run components.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    cache: CompiledCache,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    pub fn new(opts: EngineOptions, cache_dir: &Path) -> anyhow::Result<Runtime> {
+        let engine = engine::build(opts)?;
+        let mut linker = Linker::new(&engine);
+        state::link(&mut linker)?;
+        Ok(Runtime {
+            cache: CompiledCache::new(cache_dir, &engine),
+            _ticker: EpochTicker::start(&engine),
+            engine,
+            linker,
+        })
+    }
+
+    /// Loads every `*.wasm` directly in `dir`, compiling in parallel. A file
+    /// that fails is reported in `failures`; the others still load.
+    pub fn load_dir(&self, dir: &Path) -> anyhow::Result<Discovery> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "wasm"))
+            .collect();
+        paths.sort();
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = paths
+                .iter()
+                .map(|p| s.spawn(move || self.load(p)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("loader panicked".into())))
+                .collect()
+        });
+        let mut discovery = Discovery::default();
+        for (path, result) in paths.into_iter().zip(results) {
+            match result {
+                Ok(plugin) => discovery.loaded.push(plugin),
+                Err(error) => discovery.failures.push(LoadFailure { path, error }),
+            }
+        }
+        Ok(discovery)
+    }
+
+    /// Loads one component file.
+    pub fn load(&self, path: &Path) -> Result<LoadedPlugin, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+        let (component, origin) = self
+            .cache
+            .load(&self.engine, &bytes)
+            .map_err(|e| format!("not a valid component: {e}"))?;
+        let world = self.world_of(&component)?;
+        let name = plugin_name(path);
+        let tool = match world {
+            World::Tool => {
+                Some(ToolPlugin::new(&name, &component, &self.linker).map_err(|e| e.to_string())?)
+            }
+            World::Auth | World::Mapper => None,
+        };
+        Ok(LoadedPlugin {
+            path: path.to_path_buf(),
+            world,
+            origin,
+            tool,
+        })
+    }
+
+    fn world_of(&self, component: &Component) -> Result<World, String> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let has = |name: &str| exports.iter().any(|e| e == name);
+        if has("call-tool") && has("list-tools") {
+            Ok(World::Tool)
+        } else if has("authenticate") {
+            Ok(World::Auth)
+        } else if has("map") {
+            Ok(World::Mapper)
+        } else {
+            Err(format!(
+                "exports no hangar:plugin world (found exports: {})",
+                exports.join(", ")
+            ))
+        }
+    }
+}
+
+/// A plugin's name: its file stem (`plugins/echo.wasm` → `echo`).
+pub fn plugin_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,144 @@
+//! `GuestState`: what one guest instance's `Store` owns, and the host
+//! imports it serves.
+
+use std::sync::Arc;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::hangar::plugin::host;
+use crate::pipeline::{EventSink, LogLevel};
+
+/// How much of a guest's stderr is kept per call for the host log.
+const STDERR_CAPTURE: usize = 64 << 10;
+
+/// The data of one `Store`: WASI with nothing granted, the memory cap, and
+/// where the guest's log and progress calls go.
+pub struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) memory: MemoryCap,
+    pub(super) stderr: MemoryOutputPipe,
+    plugin: Arc<str>,
+    events: EventSink,
+}
+
+impl GuestState {
+    /// State for one call of `plugin`: no files, no network, no environment,
+    /// no stdin; stdout is dropped and stderr captured for the host log.
+    pub fn new(plugin: Arc<str>, memory_bytes: usize, events: EventSink) -> GuestState {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        GuestState {
+            wasi,
+            table: ResourceTable::new(),
+            memory: MemoryCap::new(memory_bytes),
+            stderr,
+            plugin,
+            events,
+        }
+    }
+
+    /// What the guest wrote to stderr during the call.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl host::Host for GuestState {
+    fn log(&mut self, level: host::LogLevel, message: String) {
+        let level = LogLevel::from(level);
+        match level {
+            LogLevel::Debug => tracing::debug!(plugin = %self.plugin, "{message}"),
+            LogLevel::Info | LogLevel::Notice => tracing::info!(plugin = %self.plugin, "{message}"),
+            LogLevel::Warning => tracing::warn!(plugin = %self.plugin, "{message}"),
+            _ => tracing::error!(plugin = %self.plugin, "{message}"),
+        }
+        self.events.log(level, &self.plugin, &message);
+    }
+
+    fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        self.events.progress(progress, total, message);
+    }
+}
+
+impl From<host::LogLevel> for LogLevel {
+    fn from(l: host::LogLevel) -> LogLevel {
+        use host::LogLevel as W;
+        match l {
+            W::Debug => LogLevel::Debug,
+            W::Info => LogLevel::Info,
+            W::Notice => LogLevel::Notice,
+            W::Warning => LogLevel::Warning,
+            W::Error => LogLevel::Error,
+            W::Critical => LogLevel::Critical,
+            W::Alert => LogLevel::Alert,
+            W::Emergency => LogLevel::Emergency,
+        }
+    }
+}
+
+/// Adds WASI p2 and the `hangar:plugin/host` imports to a linker.
+pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// The linear-memory cap of one store. It remembers a refused growth so the
+/// caller can be told it was the memory cap, whatever the guest did next
+/// (a Rust guest aborts with `unreachable` when allocation fails).
+pub struct MemoryCap {
+    max: usize,
+    pub(super) refused: bool,
+}
+
+impl MemoryCap {
+    fn new(max: usize) -> MemoryCap {
+        MemoryCap {
+            max,
+            refused: false,
+        }
+    }
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.refused = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}

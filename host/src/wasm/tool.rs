@@ -1,0 +1,195 @@
+//! `ToolPlugin`: a loaded component of the `tool` world, ready to instantiate.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::Value;
+use wasmtime::Store;
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::hangar::plugin::types as wit;
+use super::bindings::{Tool, ToolPre};
+use super::limits;
+use super::state::GuestState;
+use crate::catalog::{Annotations, ToolDef};
+use crate::config::Limits;
+use crate::pipeline::{
+    CallContext, CallError, CancelToken, Content, ErrorKind, EventSink, ResourceContents, Stage,
+    ToolResult,
+};
+
+/// A `tool`-world component: its name (the file stem) and its pre-linked
+/// instance template. Every call gets a fresh `Store` and instance from it.
+pub struct ToolPlugin {
+    name: Arc<str>,
+    pre: ToolPre<GuestState>,
+}
+
+impl ToolPlugin {
+    pub fn new(
+        name: &str,
+        component: &Component,
+        linker: &Linker<GuestState>,
+    ) -> anyhow::Result<ToolPlugin> {
+        let pre = linker
+            .instantiate_pre(component)
+            .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
+        let pre = ToolPre::new(pre).map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
+        Ok(ToolPlugin {
+            name: name.into(),
+            pre,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Asks the component which tools it offers.
+    pub async fn list_tools(&self, limits: &Limits) -> Result<Vec<ToolDef>, CallError> {
+        let cancel = CancelToken::default();
+        let (mut store, tool) = self
+            .instantiate(limits, &cancel, EventSink::default())
+            .await?;
+        let defs = tool.call_list_tools(&mut store).await;
+        limits::log_stderr(&self.name, &store);
+        let defs =
+            defs.map_err(|e| limits::classify(e, &store, Stage::Handler, limits, &cancel))?;
+        defs.into_iter()
+            .map(|d| tool_def(d).map_err(|m| CallError::new(Stage::Handler, ErrorKind::Invalid, m)))
+            .collect()
+    }
+
+    /// Runs `call-tool` in a fresh instance under `limits`.
+    pub async fn call(
+        &self,
+        cx: &CallContext,
+        tool_name: &str,
+        arguments: &Value,
+        limits: &Limits,
+    ) -> Result<ToolResult, CallError> {
+        let (mut store, tool) = self
+            .instantiate(limits, &cx.cancel, cx.events.clone())
+            .await?;
+        let wit_cx = wit::CallContext {
+            trace_id: cx.trace_id.clone(),
+            session_id: cx.session_id.clone(),
+            principal: cx.principal.as_ref().map(|p| wit::Principal {
+                subject: p.subject.clone(),
+                claims: p.claims.to_string(),
+            }),
+        };
+        let out = tool
+            .call_call_tool(&mut store, &wit_cx, tool_name, &arguments.to_string())
+            .await;
+        limits::log_stderr(&self.name, &store);
+        match out {
+            Ok(Ok(result)) => call_result(result)
+                .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m)),
+            Ok(Err(e)) => Ok(ToolResult::error(e.message)),
+            Err(e) => Err(limits::classify(
+                e,
+                &store,
+                Stage::Handler,
+                limits,
+                &cx.cancel,
+            )),
+        }
+    }
+
+    async fn instantiate(
+        &self,
+        limits: &Limits,
+        cancel: &CancelToken,
+        events: EventSink,
+    ) -> Result<(Store<GuestState>, Tool), CallError> {
+        let state = GuestState::new(self.name.clone(), limits.memory_bytes(), events);
+        let mut store = Store::new(self.pre.engine(), state);
+        limits::arm(&mut store, limits, cancel);
+        match self.pre.instantiate_async(&mut store).await {
+            Ok(tool) => Ok((store, tool)),
+            Err(e) => {
+                tracing::warn!(plugin = %self.name, "instantiation failed: {e:?}");
+                Err(limits::classify(e, &store, Stage::Handler, limits, cancel))
+            }
+        }
+    }
+}
+
+fn tool_def(d: wit::ToolDefinition) -> Result<ToolDef, String> {
+    let mut input_schema: Value = serde_json::from_str(&d.input_schema)
+        .map_err(|e| format!("tool {}: input schema is not JSON: {e}", d.name))?;
+    let Some(obj) = input_schema.as_object_mut() else {
+        return Err(format!(
+            "tool {}: input schema is not a JSON object",
+            d.name
+        ));
+    };
+    obj.entry("type").or_insert_with(|| "object".into());
+    let output_schema = d
+        .output_schema
+        .map(|s| serde_json::from_str::<Value>(&s))
+        .transpose()
+        .map_err(|e| format!("tool {}: output schema is not JSON: {e}", d.name))?;
+    Ok(ToolDef {
+        name: d.name,
+        title: d.title,
+        description: d.description,
+        input_schema,
+        output_schema,
+        annotations: d.annotations.map(|a| Annotations {
+            read_only_hint: a.read_only_hint,
+            destructive_hint: a.destructive_hint,
+            idempotent_hint: a.idempotent_hint,
+            open_world_hint: a.open_world_hint,
+        }),
+    })
+}
+
+fn call_result(r: wit::CallResult) -> Result<ToolResult, String> {
+    let structured_content = r
+        .structured_content
+        .map(|s| serde_json::from_str::<Value>(&s))
+        .transpose()
+        .map_err(|e| format!("structured content is not JSON: {e}"))?;
+    Ok(ToolResult {
+        content: r.content.into_iter().map(content).collect(),
+        structured_content,
+        is_error: false,
+    })
+}
+
+fn content(block: wit::ContentBlock) -> Content {
+    match block {
+        wit::ContentBlock::Text(text) => Content::Text { text },
+        wit::ContentBlock::Image(m) => Content::Image {
+            data: B64.encode(&m.data),
+            mime_type: m.mime_type,
+        },
+        wit::ContentBlock::Audio(m) => Content::Audio {
+            data: B64.encode(&m.data),
+            mime_type: m.mime_type,
+        },
+        wit::ContentBlock::Resource(r) => {
+            let (text, blob) = match r.contents {
+                wit::ResourceContents::Text(t) => (Some(t), None),
+                wit::ResourceContents::Blob(b) => (None, Some(B64.encode(&b))),
+            };
+            Content::Resource {
+                resource: ResourceContents {
+                    uri: r.uri,
+                    mime_type: r.mime_type,
+                    text,
+                    blob,
+                },
+            }
+        }
+        wit::ContentBlock::ResourceLink(l) => Content::ResourceLink {
+            uri: l.uri,
+            name: l.name,
+            description: l.description,
+            mime_type: l.mime_type,
+        },
+    }
+}
