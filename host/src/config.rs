@@ -43,6 +43,8 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// How many guest instances may be live at once (the pooling allocator's size).
     pub max_instances: u32,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +57,7 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_instances: 256,
+            page_size: 100,
         }
     }
 }

@@ -17,9 +17,6 @@ use crate::mcp::{self, McpState, OriginPolicy};
 use crate::rest;
 use crate::wasm::LoadFailure;
 
-/// Tools listed per `tools/list` page.
-const PAGE_SIZE: usize = 100;
-
 /// Builds the whole HTTP application for a loaded Hangar.
 pub fn app(hangar: &Hangar) -> Router {
     let server = &hangar.config.server;
@@ -30,7 +27,7 @@ pub fn app(hangar: &Hangar) -> Router {
     let mcp_state = Arc::new(McpState::new(
         hangar.pipeline.clone(),
         (*policy).clone(),
-        PAGE_SIZE,
+        server.page_size.max(1),
     ));
     let rest = rest::router(hangar.pipeline.clone())
         .layer(middleware::from_fn_with_state(policy, origin_guard));

@@ -1,0 +1,132 @@
+"""Guests that trap, loop, hog memory or recurse get a -32000 error naming the
+cause, and the server goes on serving everyone else."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import Mcp
+
+CONFIG = """
+[[tools]]
+name = "spin"
+limits = { fuel = 200_000_000, deadline = "30s" }
+
+[[tools]]
+name = "spin_wait"
+limits = { deadline = "1s" }
+
+[[tools]]
+name = "hog"
+limits = { memory_mib = 16 }
+"""
+
+# A CPU-bound runaway that only the deadline stops.
+RUNAWAY_CONFIG = """
+[limits]
+fuel = 1_000_000_000_000
+deadline = "3s"
+"""
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(config=CONFIG)
+
+
+@pytest.fixture
+def mcp(server):
+    c = Mcp(server.url)
+    c.initialize()
+    return c
+
+
+def echo_ok(mcp, text="after"):
+    r = mcp.call("echo", {"text": text})
+    assert r["result"]["content"][0]["text"] == text, r
+
+
+@pytest.mark.parametrize("tool, message", [
+    ("spin", "handler: fuel exhausted (limit 200000000)"),
+    ("spin_wait", "handler: deadline of 1000 ms exceeded"),
+    ("hog", "handler: memory limit of 16 MiB exceeded"),
+    ("panic", "handler: guest panicked: misbehave panicked on purpose"),
+])
+def test_misbehaving_guest_gets_its_error_and_the_server_goes_on(mcp, server, tool, message):
+    r = mcp.call(tool, {})
+    assert r["error"]["code"] == -32000, r
+    assert r["error"]["message"] == message
+    assert r["error"]["data"]["stage"] == "handler"
+    assert len(r["error"]["data"]["trace_id"]) == 32
+    assert server.alive()
+    echo_ok(mcp)
+
+
+def test_deep_recursion_traps(mcp, server):
+    r = mcp.call("recurse", {})
+    assert r["error"]["code"] == -32000
+    assert r["error"]["message"].startswith("handler: guest trapped: ")
+    assert server.alive()
+    echo_ok(mcp)
+
+
+def test_guest_stderr_goes_to_the_host_log_tagged_with_the_plugin(mcp, server):
+    mcp.call("panic", {})
+    lines = [l for l in server.log_text().splitlines() if "misbehave panicked on purpose" in l]
+    assert lines and all('plugin="misbehave"' in l for l in lines)
+
+
+def test_no_state_leaks_between_calls(mcp):
+    # Every call gets a fresh instance: a hog that filled its memory leaves
+    # nothing behind for the next call of the same plugin.
+    for _ in range(3):
+        assert mcp.call("hog", {})["error"]["message"] == "handler: memory limit of 16 MiB exceeded"
+
+
+def test_fifty_runaway_calls_do_not_stop_echo(start_server):
+    server = start_server(config=RUNAWAY_CONFIG)
+    c = Mcp(server.url)
+    c.initialize()
+    pending = threading.Semaphore(0)
+    finished = []
+
+    def runaway(_):
+        r = Mcp(server.url).call("spin", {})
+        finished.append(r)
+        return r
+
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        futures = [pool.submit(runaway, i) for i in range(50)]
+        # Let the runaways get going, then call echo while they spin.
+        threading.Event().wait(0.5)
+        answered_while_busy = 0
+        for i in range(5):
+            echo_ok(c, f"echo {i}")
+            if len(finished) < 50:
+                answered_while_busy += 1
+        results = [f.result() for f in futures]
+    del pending
+    assert answered_while_busy == 5, "echo waited for the runaways"
+    assert all(r["error"]["message"] == "handler: deadline of 3000 ms exceeded" for r in results)
+    echo_ok(c)
+
+
+def test_cancelled_call_stops_the_guest_and_gets_no_response(start_server):
+    server = start_server(config="[limits]\ndeadline = \"60s\"\nfuel = 1_000_000_000_000\n")
+    c = Mcp(server.url)
+    c.initialize()
+    reply = {}
+
+    def call():
+        reply.update(c.call("spin", {}, id="call-to-cancel"))
+
+    t = threading.Thread(target=call)
+    t.start()
+    threading.Event().wait(0.5)
+    assert t.is_alive(), "the call ended before it was cancelled"
+    c.notify("notifications/cancelled", {"requestId": "call-to-cancel", "reason": "test"})
+    t.join(timeout=20)
+    assert not t.is_alive(), "cancellation did not stop the guest"
+    assert "result" not in reply and "error" not in reply, reply
+    echo_ok(c)
