@@ -1,0 +1,103 @@
+"""Discovery, the compiled-component cache, `hangar check`, and /healthz."""
+
+import re
+import shutil
+
+import httpx
+
+from conftest import Server, plugin_path, run_hangar
+
+
+def write_config(tmp_path, cache, extra=""):
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text(f'[server]\ncache_dir = "{cache}"\n{extra}')
+    return cfg
+
+
+def plugins_dir(tmp_path, *names):
+    d = tmp_path / "plugins"
+    d.mkdir()
+    for n in names:
+        shutil.copy(plugin_path(n), d / f"{n}.wasm")
+    return d
+
+
+def summary(out: str):
+    m = re.search(r"(\d+) components \((\d+) from cache, (\d+) compiled\), (\d+) tools, (\d+) problems", out)
+    assert m, out
+    return tuple(int(x) for x in m.groups())
+
+
+def test_second_start_compiles_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    cfg = write_config(tmp_path, cache)
+    d = plugins_dir(tmp_path, "echo", "everything", "misbehave")
+    first = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert summary(first.stdout) == (3, 0, 3, 14, 0)
+    second = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
+    assert second.returncode == 0
+    assert summary(second.stdout) == (3, 3, 0, 14, 0)
+    assert "echo.wasm (tool world, from cache)" in second.stdout
+
+    # The serving path says the same in its startup log.
+    s = Server(tmp_path / "srv", ["echo"], cache_dir=cache).start()
+    try:
+        assert re.search(r"from_cache=1 compiled=0", s.log_text()), s.log_text()
+    finally:
+        s.stop()
+
+
+def test_check_fails_on_a_missing_configured_plugin(tmp_path):
+    cfg = write_config(tmp_path, tmp_path / "cache", "[plugins.weather]\n")
+    d = plugins_dir(tmp_path, "echo")
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
+    assert out.returncode != 0
+    assert "weather.wasm" in out.stdout
+
+
+def test_check_fails_on_a_broken_wasm_naming_it(tmp_path):
+    cfg = write_config(tmp_path, tmp_path / "cache")
+    d = plugins_dir(tmp_path, "echo")
+    (d / "broken.wasm").write_bytes(b"\0asm this is not a component")
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
+    assert out.returncode != 0
+    assert "broken.wasm" in out.stdout and "not a valid component" in out.stdout
+    assert summary(out.stdout)[3] == 1  # echo still loads
+
+
+def test_check_rejects_unknown_config_keys(tmp_path):
+    cfg = write_config(tmp_path, tmp_path / "cache", "[limits]\nfule = 3\n")
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(plugins_dir(tmp_path, "echo")))
+    assert out.returncode != 0 and "fule" in out.stderr
+
+
+def test_broken_plugin_is_skipped_and_health_is_degraded(tmp_path, shared_cache):
+    s = Server(tmp_path, ["echo"], cache_dir=shared_cache)
+    (s.plugins_dir / "broken.wasm").write_bytes(b"garbage")
+    s.start()
+    try:
+        h = httpx.get(s.url + "/healthz").json()
+        assert h["status"] == "degraded"
+        assert [p["path"].endswith("broken.wasm") for p in h["problems"]] == [True]
+        assert "broken.wasm" in s.log_text()
+        assert httpx.get(s.url + "/tools/echo").status_code == 200
+    finally:
+        s.stop()
+
+
+def test_healthy_server_says_ok(tmp_path, shared_cache):
+    s = Server(tmp_path, ["echo"], cache_dir=shared_cache).start()
+    try:
+        assert httpx.get(s.url + "/healthz").json() == {"status": "ok", "tools": 1, "problems": []}
+    finally:
+        s.stop()
+
+
+def test_duplicate_tool_names_stop_startup_naming_both_files(tmp_path):
+    cfg = write_config(tmp_path, tmp_path / "cache")
+    d = plugins_dir(tmp_path, "echo")
+    shutil.copy(plugin_path("echo"), d / "echo-copy.wasm")
+    out = run_hangar("serve", "--config", str(cfg), "--plugins", str(d), "--listen", "127.0.0.1:0", timeout=60)
+    assert out.returncode != 0
+    assert "echo.wasm" in out.stderr and "echo-copy.wasm" in out.stderr
