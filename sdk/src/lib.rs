@@ -8,6 +8,7 @@
 pub use serde_json::{self, Value, json};
 
 /// Raw bindings of the `hangar:plugin/tool` world, generated from `wit/`.
+#[allow(clippy::too_many_arguments)]
 pub mod tool {
     wit_bindgen::generate!({
         world: "tool",
@@ -64,31 +65,26 @@ impl ToolDefinition {
 
     /// Marks the tool as having no side effects (`readOnlyHint`).
     pub fn read_only(mut self) -> Self {
-        self.annotations
-            .get_or_insert_with(Annotations::default)
-            .read_only_hint = Some(true);
+        self.annotations().read_only_hint = Some(true);
         self
     }
 
     /// Marks the tool as possibly destructive (`destructiveHint`).
     pub fn destructive(mut self) -> Self {
-        self.annotations
-            .get_or_insert_with(Annotations::default)
-            .destructive_hint = Some(true);
+        self.annotations().destructive_hint = Some(true);
         self
     }
-}
 
-impl Default for Annotations {
-    fn default() -> Self {
-        Annotations {
+    fn annotations(&mut self) -> &mut Annotations {
+        self.annotations.get_or_insert(Annotations {
             read_only_hint: None,
             destructive_hint: None,
             idempotent_hint: None,
             open_world_hint: None,
-        }
+        })
     }
 }
+
 
 impl CallResult {
     /// A result of content blocks.
