@@ -37,15 +37,21 @@ def free_port() -> int:
 class Server:
     """One `hangar serve` process with its own config and plugins folder."""
 
-    def __init__(self, workdir: Path, plugins, config: str = "", cache_dir: Path | None = None):
+    def __init__(self, workdir: Path, plugins, config: str = "", cache_dir: Path | None = None,
+                 env: dict | None = None, config_file: Path | None = None):
+        """`config` is appended to a generated file; `config_file` is used as it is."""
+        self.env = env or {}
         self.workdir = workdir
         self.plugins_dir = workdir / "plugins"
         self.plugins_dir.mkdir(parents=True, exist_ok=True)
         for name in plugins:
             shutil.copy(plugin_path(name), self.plugins_dir / f"{name}.wasm")
-        cache = cache_dir or workdir / "cache"
-        self.config_path = workdir / "hangar.toml"
-        self.config_path.write_text(f'[server]\ncache_dir = "{cache}"\n' + config)
+        if config_file:
+            self.config_path = config_file
+        else:
+            cache = cache_dir or workdir / "cache"
+            self.config_path = workdir / "hangar.toml"
+            self.config_path.write_text(f'[server]\ncache_dir = "{cache}"\n' + config)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "hangar.log"
@@ -56,7 +62,8 @@ class Server:
         self.proc = subprocess.Popen(
             [str(HANGAR_BIN), "serve", "--config", str(self.config_path),
              "--listen", f"127.0.0.1:{self.port}", "--plugins", str(self.plugins_dir)],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1", **self.env},
+            cwd=self.workdir,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -167,9 +174,9 @@ def start_server(tmp_path_factory, shared_cache):
     """Starts servers for a test module; all are stopped when it ends."""
     servers = []
 
-    def start(plugins=("echo", "everything", "misbehave"), config="", cache=True):
+    def start(plugins=("echo", "everything", "misbehave"), config="", cache=True, env=None):
         workdir = tmp_path_factory.mktemp("hangar")
-        s = Server(workdir, plugins, config, shared_cache if cache else None).start()
+        s = Server(workdir, plugins, config, shared_cache if cache else None, env).start()
         servers.append(s)
         return s
 
@@ -178,6 +185,17 @@ def start_server(tmp_path_factory, shared_cache):
         s.stop()
 
 
-def run_hangar(*args, timeout=120) -> subprocess.CompletedProcess:
+def run_hangar(*args, timeout=120, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([str(HANGAR_BIN), *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "NO_COLOR": "1"})
+                          timeout=timeout, env={**os.environ, "NO_COLOR": "1", **(env or {})})
+
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+
+
+def psql(sql: str, url: str = DATABASE_URL) -> str:
+    """Runs SQL with the psql client (test set-up only; tools go through Hangar)."""
+    out = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()

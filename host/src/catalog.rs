@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, Limits};
+use crate::config::{Config, Limits, ToolConfig};
+use crate::db::{Connectors, DbTool};
 use crate::pipeline::CallError;
 use crate::wasm::{Discovery, LoadFailure, ToolPlugin, plugin_name};
 
@@ -42,6 +43,7 @@ pub struct Annotations {
 /// What executes a tool.
 pub enum Backend {
     Wasm(Arc<ToolPlugin>),
+    Sql(Arc<DbTool>),
 }
 
 /// One entry of the catalog.
@@ -104,6 +106,24 @@ impl Catalog {
                 catalog.insert(tool)?;
             }
         }
+        let env = |var: &str| std::env::var(var).ok();
+        let connectors = Connectors::open(config, &env)?;
+        for (connector, error) in connectors.problems() {
+            problems.push(LoadFailure {
+                path: PathBuf::from(format!("connectors.{connector}")),
+                error,
+            });
+        }
+        for cfg in config.tools.iter().filter(|t| t.statement.is_some()) {
+            let db = DbTool::new(cfg, &connectors, &env)?;
+            if let Some(error) = db.problem() {
+                problems.push(LoadFailure {
+                    path: PathBuf::from(format!("tools.{}", cfg.name)),
+                    error,
+                });
+            }
+            catalog.insert(db_tool(cfg, db, config.limits))?;
+        }
         problems.extend(catalog.config_problems(config, &loaded_names));
         Ok(Built { catalog, problems })
     }
@@ -137,7 +157,7 @@ impl Catalog {
         let missing_tools = config
             .tools
             .iter()
-            .filter(|t| !self.by_name.contains_key(&t.name))
+            .filter(|t| t.statement.is_none() && !self.by_name.contains_key(&t.name))
             .map(|t| LoadFailure {
                 path: PathBuf::from("hangar.toml"),
                 error: format!("tool {:?} is configured but no plugin offers it", t.name),
@@ -153,8 +173,51 @@ impl Catalog {
             .ok_or_else(|| CallError::not_found(name))
     }
 
+    /// Result-cache counters of the DB tools that cache, by tool name.
+    pub fn cache_stats(&self) -> Vec<(&str, crate::db::CacheStats)> {
+        self.order
+            .iter()
+            .filter_map(|t| match &t.backend {
+                Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
+                Backend::Wasm(_) => None,
+            })
+            .collect()
+    }
+
     /// Every tool, in listing order.
     pub fn tools(&self) -> &[Arc<CatalogTool>] {
         &self.order
+    }
+}
+
+/// The catalog entry of a DB tool: its schema comes from its declared inputs.
+fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
+    let annotations = if cfg.read_only {
+        Annotations {
+            read_only_hint: Some(true),
+            ..Annotations::default()
+        }
+    } else {
+        Annotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            ..Annotations::default()
+        }
+    };
+    CatalogTool {
+        def: ToolDef {
+            name: cfg.name.clone(),
+            title: cfg.title.clone(),
+            description: cfg
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("Runs the SQL statement of {}", cfg.name)),
+            input_schema: db.input_schema(),
+            output_schema: Some(DbTool::output_schema()),
+            annotations: Some(annotations),
+        },
+        backend: Backend::Sql(Arc::new(db)),
+        limits,
+        source: PathBuf::from("hangar.toml"),
     }
 }

@@ -23,9 +23,15 @@ pub struct Config {
     /// here makes it required: `hangar check` fails when its file is missing.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
-    /// Settings per tool, by tool name.
+    /// Settings per tool, by tool name; an entry with a `statement` defines a DB tool.
     #[serde(default)]
     pub tools: Vec<ToolConfig>,
+    /// Databases that DB tools run their statements against, by name.
+    #[serde(default)]
+    pub connectors: BTreeMap<String, ConnectorConfig>,
+    /// Relative paths in the file are relative to the file's folder.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -117,12 +123,131 @@ pub struct PluginConfig {
     pub limits: LimitOverrides,
 }
 
+/// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with
+/// `statement`, a whole DB tool.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
     pub name: String,
     #[serde(default)]
     pub limits: LimitOverrides,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The connector a DB tool runs on.
+    #[serde(rename = "use")]
+    pub connector: Option<String>,
+    /// The SQL of a DB tool, with `{{ inputs.x }}` and `{{ env.X }}` placeholders.
+    pub statement: Option<String>,
+    /// A DB tool's declared inputs, by name.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, InputSpec>,
+    pub cache: Option<CacheConfig>,
+    /// Run inside a read-only transaction (DB tools; default true).
+    #[serde(default = "yes")]
+    pub read_only: bool,
+    /// More rows than this are cut, and the result says so.
+    #[serde(default = "default_max_rows")]
+    pub max_rows: usize,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_max_rows() -> usize {
+    1000
+}
+
+/// One declared input of a DB tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    #[serde(rename = "type")]
+    pub ty: InputType,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+    pub default: Option<serde_json::Value>,
+    /// Element type of an `array` input.
+    pub items: Option<InputType>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InputType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl InputType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputType::String => "string",
+            InputType::Integer => "integer",
+            InputType::Number => "number",
+            InputType::Boolean => "boolean",
+            InputType::Array => "array",
+            InputType::Object => "object",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+}
+
+/// A database connection: `kind = "postgres"` or `kind = "sqlite"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ConnectorConfig {
+    Postgres(PostgresConfig),
+    Sqlite(SqliteConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// A libpq-style URL; may hold `{{ env.VAR }}`.
+    pub url: String,
+    #[serde(default = "default_pg_pool")]
+    pub pool_size: usize,
+    #[serde(default = "default_timeout_ms")]
+    pub statement_timeout_ms: u64,
+    /// How long a call waits for a connection (and to connect) before failing.
+    #[serde(default = "default_timeout_ms")]
+    pub wait_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteConfig {
+    /// The database file; may hold `{{ env.VAR }}`.
+    pub path: String,
+    #[serde(default = "default_sqlite_pool")]
+    pub pool_size: usize,
+    /// SQL run once when the file does not exist yet (schema and seed data).
+    pub init: Option<PathBuf>,
+    #[serde(default = "default_timeout_ms")]
+    pub busy_timeout_ms: u64,
+}
+
+fn default_pg_pool() -> usize {
+    16
+}
+
+fn default_sqlite_pool() -> usize {
+    4
+}
+
+fn default_timeout_ms() -> u64 {
+    5000
 }
 
 impl Config {
@@ -130,7 +255,21 @@ impl Config {
     pub fn load(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))
+        let mut config = Self::parse(&text)
+            .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+        config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        config.server.plugins = config.resolve(&config.server.plugins);
+        config.server.cache_dir = config.resolve(&config.server.cache_dir);
+        Ok(config)
+    }
+
+    /// A path from the config file, relative to the file's folder.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base_dir.join(path)
+        }
     }
 
     pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
@@ -195,6 +334,38 @@ mod tests {
         assert_eq!(other.fuel, 100);
         assert_eq!(other.memory_mib, 64);
         assert_eq!(c.max_memory_bytes(), 64 << 20);
+    }
+
+    #[test]
+    fn db_tools_and_connectors_parse() {
+        let c = Config::parse(
+            r#"
+            [connectors.main]
+            kind = "postgres"
+            url = "{{ env.DATABASE_URL }}"
+            [connectors.demo]
+            kind = "sqlite"
+            path = "demo.db"
+            [[tools]]
+            name = "users.get"
+            description = "Fetch one user"
+            use = "main"
+            statement = "SELECT 1 WHERE {{ inputs.id }} = 1"
+            inputs.id = { type = "integer", required = true }
+            cache = { ttl = "60s" }
+            "#,
+        )
+        .unwrap();
+        let t = &c.tools[0];
+        assert_eq!(t.connector.as_deref(), Some("main"));
+        assert!(t.read_only);
+        assert_eq!(t.max_rows, 1000);
+        assert_eq!(t.inputs["id"].ty, InputType::Integer);
+        assert_eq!(t.cache.as_ref().unwrap().ttl, Duration::from_secs(60));
+        assert!(matches!(&c.connectors["main"], ConnectorConfig::Postgres(p) if p.pool_size == 16));
+        assert!(matches!(&c.connectors["demo"], ConnectorConfig::Sqlite(_)));
+        let bad = Config::parse("[connectors.x]\nkind = \"sqlite\"\npath = \"a\"\npoolsize = 3\n");
+        assert!(bad.is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod db;
 pub mod mcp;
 pub mod pipeline;
 pub mod rest;

@@ -32,7 +32,7 @@ pub fn app(hangar: &Hangar) -> Router {
     let rest = rest::router(hangar.pipeline.clone())
         .layer(middleware::from_fn_with_state(policy, origin_guard));
     let health = Arc::new(Health {
-        tools: hangar.pipeline.catalog().tools().len(),
+        pipeline: hangar.pipeline.clone(),
         problems: hangar.problems.clone(),
     });
     Router::new()
@@ -92,7 +92,7 @@ async fn origin_guard(
 
 /// What `/healthz` reports.
 struct Health {
-    tools: usize,
+    pipeline: crate::pipeline::Pipeline,
     problems: Vec<LoadFailure>,
 }
 
@@ -102,5 +102,16 @@ async fn healthz(State(h): State<Arc<Health>>) -> Response {
     } else {
         "degraded"
     };
-    Json(json!({ "status": status, "tools": h.tools, "problems": h.problems })).into_response()
+    let catalog = h.pipeline.catalog();
+    let caches: serde_json::Map<String, serde_json::Value> = catalog
+        .cache_stats()
+        .into_iter()
+        .map(|(name, stats)| (name.to_string(), json!(stats)))
+        .collect();
+    let mut body =
+        json!({ "status": status, "tools": catalog.tools().len(), "problems": h.problems });
+    if !caches.is_empty() {
+        body["result_cache"] = serde_json::Value::Object(caches);
+    }
+    Json(body).into_response()
 }

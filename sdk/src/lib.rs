@@ -85,7 +85,6 @@ impl ToolDefinition {
     }
 }
 
-
 impl CallResult {
     /// A result of content blocks.
     pub fn new(content: Vec<ContentBlock>) -> CallResult {

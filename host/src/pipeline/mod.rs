@@ -77,6 +77,7 @@ async fn execute(
 ) -> Result<ToolResult, CallError> {
     match &tool.backend {
         Backend::Wasm(plugin) => plugin.call(cx, &tool.def.name, &args, &tool.limits).await,
+        Backend::Sql(db) => db.execute(&args).await,
     }
 }
 

@@ -1,0 +1,200 @@
+//! A DB tool's declared inputs: the JSON Schema they advertise, and the
+//! check that arguments match them (defaults applied).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{InputSpec, InputType};
+
+/// The declared inputs of one tool.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    specs: BTreeMap<String, InputSpec>,
+}
+
+impl Inputs {
+    pub fn new(specs: BTreeMap<String, InputSpec>) -> Inputs {
+        Inputs { specs }
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.keys().map(String::as_str)
+    }
+
+    /// The JSON Schema (draft 2020-12) of the arguments.
+    pub fn schema(&self) -> Value {
+        let properties: Map<String, Value> = self
+            .specs
+            .iter()
+            .map(|(name, spec)| {
+                let mut prop = json!({ "type": spec.ty.as_str() });
+                if let (InputType::Array, Some(items)) = (spec.ty, spec.items) {
+                    prop["items"] = json!({ "type": items.as_str() });
+                }
+                if let Some(d) = &spec.description {
+                    prop["description"] = json!(d);
+                }
+                if let Some(d) = &spec.default {
+                    prop["default"] = d.clone();
+                }
+                (name.clone(), prop)
+            })
+            .collect();
+        let required: Vec<&str> = self
+            .specs
+            .iter()
+            .filter(|(_, s)| s.required)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+
+    /// Checks `args` against the declared inputs and applies defaults. Every
+    /// problem is reported, each naming its field and what was expected.
+    pub fn validate(&self, args: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+        let mut out = Map::new();
+        let mut problems = Vec::new();
+        for name in args.keys().filter(|k| !self.specs.contains_key(*k)) {
+            problems.push(format!("{name}: not a declared input"));
+        }
+        for (name, spec) in &self.specs {
+            match args
+                .get(name)
+                .filter(|v| !v.is_null())
+                .or(spec.default.as_ref())
+            {
+                Some(value) => match check(value, spec) {
+                    Ok(()) => {
+                        out.insert(name.clone(), value.clone());
+                    }
+                    Err(why) => problems.push(format!("{name}: {why}")),
+                },
+                None if spec.required => {
+                    problems.push(format!("{name}: required {} is missing", spec.ty.as_str()))
+                }
+                None => {
+                    out.insert(name.clone(), Value::Null);
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+fn check(value: &Value, spec: &InputSpec) -> Result<(), String> {
+    if !is_type(value, spec.ty) {
+        return Err(format!(
+            "expected {}, got {}",
+            spec.ty.as_str(),
+            type_name(value)
+        ));
+    }
+    if let (Value::Array(items), Some(item_ty)) = (value, spec.items) {
+        for (i, item) in items.iter().enumerate() {
+            if !is_type(item, item_ty) {
+                return Err(format!(
+                    "[{i}]: expected {}, got {}",
+                    item_ty.as_str(),
+                    type_name(item)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_type(value: &Value, ty: InputType) -> bool {
+    match ty {
+        InputType::String => value.is_string(),
+        InputType::Integer => value.is_i64() || value.is_u64(),
+        InputType::Number => value.is_number(),
+        InputType::Boolean => value.is_boolean(),
+        InputType::Array => value.is_array(),
+        InputType::Object => value.is_object(),
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> Inputs {
+        let specs: BTreeMap<String, InputSpec> = toml::from_str(
+            r#"
+            id = { type = "integer", required = true }
+            name = { type = "string" }
+            limit = { type = "integer", default = 10 }
+            tags = { type = "array", items = "string" }
+            "#,
+        )
+        .unwrap();
+        Inputs::new(specs)
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn defaults_are_applied_and_absent_optionals_are_null() {
+        let out = inputs().validate(&obj(json!({ "id": 3 }))).unwrap();
+        assert_eq!(
+            Value::Object(out),
+            json!({ "id": 3, "limit": 10, "name": null, "tags": null })
+        );
+    }
+
+    #[test]
+    fn every_problem_names_its_field() {
+        let err = inputs()
+            .validate(&obj(json!({ "name": 5, "tags": ["a", 1], "extra": true })))
+            .unwrap_err();
+        assert!(err.contains("extra: not a declared input"), "{err}");
+        assert!(err.contains("id: required integer is missing"), "{err}");
+        assert!(err.contains("name: expected string, got integer"), "{err}");
+        assert!(
+            err.contains("tags: [1]: expected string, got integer"),
+            "{err}"
+        );
+        assert!(
+            inputs()
+                .validate(&obj(json!({ "id": 1.5 })))
+                .unwrap_err()
+                .contains("expected integer, got number")
+        );
+    }
+
+    #[test]
+    fn schema_lists_required_and_forbids_extras() {
+        let s = inputs().schema();
+        assert_eq!(s["required"], json!(["id"]));
+        assert_eq!(s["additionalProperties"], json!(false));
+        assert_eq!(
+            s["properties"]["tags"]["items"],
+            json!({ "type": "string" })
+        );
+        assert_eq!(s["properties"]["limit"]["default"], json!(10));
+    }
+}

@@ -1,0 +1,317 @@
+//! The Postgres connector: a deadpool pool of tokio-postgres connections,
+//! statements prepared once per connection (`prepare_cached`), JSON values
+//! bound by the type Postgres infers for each parameter.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use bytes::BytesMut;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use futures::StreamExt;
+use postgres_types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
+use serde_json::{Map, Value};
+use tokio_postgres::NoTls;
+
+use super::{DbFailure, Rows};
+use crate::config::PostgresConfig;
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+/// A pool for read-only tools and one for writers; the read-only one's
+/// sessions default to read-only transactions, so a write fails in Postgres.
+pub struct Postgres {
+    read_only: Pool,
+    read_write: Pool,
+}
+
+impl Postgres {
+    /// Builds the pools; nothing connects until the first call.
+    pub fn new(cfg: &PostgresConfig, url: &str) -> Result<Postgres, String> {
+        let pool = |read_only: bool| -> Result<Pool, String> {
+            let mut pg: tokio_postgres::Config = url
+                .parse()
+                .map_err(|e| format!("invalid postgres url: {e}"))?;
+            let mut options = pg.get_options().unwrap_or_default().to_string();
+            options.push_str(&format!(
+                " -c statement_timeout={}",
+                cfg.statement_timeout_ms
+            ));
+            if read_only {
+                options.push_str(" -c default_transaction_read_only=on");
+            }
+            pg.options(options.trim());
+            let wait = Duration::from_millis(cfg.wait_timeout_ms);
+            pg.connect_timeout(wait);
+            let manager = Manager::from_config(
+                pg,
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(cfg.pool_size.max(1))
+                .wait_timeout(Some(wait))
+                .create_timeout(Some(wait))
+                .recycle_timeout(Some(wait))
+                .runtime(Runtime::Tokio1)
+                .build()
+                .map_err(|e| format!("cannot build the pool: {e}"))
+        };
+        Ok(Postgres {
+            read_only: pool(true)?,
+            read_write: pool(false)?,
+        })
+    }
+
+    /// Runs one prepared statement, reading at most `max_rows` rows.
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: &[Value],
+        read_only: bool,
+        max_rows: usize,
+    ) -> Result<Rows, DbFailure> {
+        let pool = if read_only {
+            &self.read_only
+        } else {
+            &self.read_write
+        };
+        let client = pool
+            .get()
+            .await
+            .map_err(|e| DbFailure::Unavailable(pool_message(&e)))?;
+        let stmt = client.prepare_cached(sql).await.map_err(query_error)?;
+        let stream = client
+            .query_raw(&stmt, params.iter().map(PgParam))
+            .await
+            .map_err(query_error)?;
+        let columns: Vec<String> = stmt
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        let mut stream = std::pin::pin!(stream);
+        let mut rows = Vec::new();
+        let mut truncated = false;
+        while let Some(row) = stream.next().await {
+            let row = row.map_err(query_error)?;
+            if rows.len() == max_rows {
+                truncated = true;
+                break;
+            }
+            let mut obj = Map::with_capacity(columns.len());
+            for (i, name) in columns.iter().enumerate() {
+                let Cell(value) = row
+                    .try_get(i)
+                    .map_err(|e| DbFailure::Query(format!("column {name}: {e}")))?;
+                obj.insert(name.clone(), value);
+            }
+            rows.push(Value::Object(obj));
+        }
+        Ok(Rows { rows, truncated })
+    }
+}
+
+fn pool_message(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Timeout(_) => {
+            "database unavailable: timed out waiting for a connection".into()
+        }
+        deadpool_postgres::PoolError::Backend(e) => {
+            format!("database unavailable: {}", error_text(e))
+        }
+        other => format!("database unavailable: {other}"),
+    }
+}
+
+fn query_error(e: tokio_postgres::Error) -> DbFailure {
+    if e.is_closed()
+        || e.as_db_error().is_none() && e.source().is_some_and(|s| s.is::<std::io::Error>())
+    {
+        return DbFailure::Unavailable(format!("database unavailable: {}", error_text(&e)));
+    }
+    DbFailure::Query(error_text(&e))
+}
+
+/// The database's own message (with its SQLSTATE), or the client's.
+fn error_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => match e.source() {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// A JSON argument bound as whatever type Postgres expects for its parameter.
+#[derive(Debug)]
+struct PgParam<'a>(&'a Value);
+
+impl ToSql for PgParam<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        let v = self.0;
+        if v.is_null() {
+            return Ok(IsNull::Yes);
+        }
+        if let Kind::Array(_) = ty.kind() {
+            let items: Vec<PgParam> = v
+                .as_array()
+                .ok_or("expected an array")?
+                .iter()
+                .map(PgParam)
+                .collect();
+            return items.to_sql(ty, out);
+        }
+        match *ty {
+            Type::BOOL => v.as_bool().ok_or("expected a boolean")?.to_sql(ty, out),
+            Type::INT2 => i16::try_from(int(v)?)?.to_sql(ty, out),
+            Type::INT4 => i32::try_from(int(v)?)?.to_sql(ty, out),
+            Type::INT8 => int(v)?.to_sql(ty, out),
+            Type::OID => u32::try_from(int(v)?)?.to_sql(ty, out),
+            Type::FLOAT4 => (float(v)? as f32).to_sql(ty, out),
+            Type::FLOAT8 => float(v)?.to_sql(ty, out),
+            Type::NUMERIC => {
+                super::pg_numeric::encode(&number_text(v)?, out)?;
+                Ok(IsNull::No)
+            }
+            Type::JSON | Type::JSONB => v.to_sql(ty, out),
+            Type::UUID => uuid::Uuid::parse_str(text(v)?)?.to_sql(ty, out),
+            Type::TIMESTAMPTZ => DateTime::parse_from_rfc3339(text(v)?)?
+                .with_timezone(&Utc)
+                .to_sql(ty, out),
+            Type::TIMESTAMP => text(v)?.parse::<NaiveDateTime>()?.to_sql(ty, out),
+            Type::DATE => text(v)?.parse::<NaiveDate>()?.to_sql(ty, out),
+            Type::TIME => text(v)?.parse::<NaiveTime>()?.to_sql(ty, out),
+            Type::BYTEA => B64.decode(text(v)?)?.to_sql(ty, out),
+            // Text-like and unknown types take the value's text.
+            _ => match v {
+                Value::String(s) => s.as_str().to_sql(&Type::TEXT, out),
+                other => other.to_string().as_str().to_sql(&Type::TEXT, out),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn int(v: &Value) -> Result<i64, BoxError> {
+    match v {
+        Value::Number(n) => n.as_i64().ok_or_else(|| "expected an integer".into()),
+        Value::String(s) => Ok(s.trim().parse()?),
+        _ => Err("expected an integer".into()),
+    }
+}
+
+fn float(v: &Value) -> Result<f64, BoxError> {
+    match v {
+        Value::Number(n) => n.as_f64().ok_or_else(|| "expected a number".into()),
+        Value::String(s) => Ok(s.trim().parse()?),
+        _ => Err("expected a number".into()),
+    }
+}
+
+fn number_text(v: &Value) -> Result<String, BoxError> {
+    match v {
+        Value::Number(n) => Ok(n.to_string()),
+        Value::String(s) => Ok(s.clone()),
+        _ => Err("expected a number or a decimal string".into()),
+    }
+}
+
+fn text(v: &Value) -> Result<&str, BoxError> {
+    v.as_str().ok_or_else(|| "expected a string".into())
+}
+
+/// One result cell as JSON, faithful to its Postgres type.
+struct Cell(Value);
+
+impl<'a> FromSql<'a> for Cell {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Cell, BoxError> {
+        if let Kind::Array(_) = ty.kind() {
+            let items = Vec::<Cell>::from_sql(ty, raw)?;
+            return Ok(Cell(Value::Array(items.into_iter().map(|c| c.0).collect())));
+        }
+        let v = match *ty {
+            Type::BOOL => Value::from(bool::from_sql(ty, raw)?),
+            Type::INT2 => Value::from(i16::from_sql(ty, raw)?),
+            Type::INT4 => Value::from(i32::from_sql(ty, raw)?),
+            Type::INT8 => Value::from(i64::from_sql(ty, raw)?),
+            Type::OID => Value::from(u32::from_sql(ty, raw)?),
+            Type::FLOAT4 => finite(f32::from_sql(ty, raw)? as f64),
+            Type::FLOAT8 => finite(f64::from_sql(ty, raw)?),
+            Type::NUMERIC => Value::String(super::pg_numeric::decode(raw)?),
+            Type::JSON | Type::JSONB => Value::from_sql(ty, raw)?,
+            Type::UUID => Value::String(uuid::Uuid::from_sql(ty, raw)?.to_string()),
+            Type::TIMESTAMPTZ => Value::String(
+                DateTime::<Utc>::from_sql(ty, raw)?
+                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            ),
+            Type::TIMESTAMP => Value::String(
+                NaiveDateTime::from_sql(ty, raw)?
+                    .format("%Y-%m-%dT%H:%M:%S%.f")
+                    .to_string(),
+            ),
+            Type::DATE => Value::String(NaiveDate::from_sql(ty, raw)?.to_string()),
+            Type::TIME => Value::String(NaiveTime::from_sql(ty, raw)?.to_string()),
+            Type::BYTEA => Value::String(B64.encode(<&[u8]>::from_sql(ty, raw)?)),
+            _ => Value::String(String::from_utf8_lossy(raw).into_owned()),
+        };
+        Ok(Cell(v))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Cell, BoxError> {
+        Ok(Cell(Value::Null))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        match ty.kind() {
+            Kind::Array(member) => Cell::accepts(member),
+            // Text-like types arrive as UTF-8 in the binary format too.
+            _ => {
+                matches!(
+                    *ty,
+                    Type::BOOL
+                        | Type::INT2
+                        | Type::INT4
+                        | Type::INT8
+                        | Type::OID
+                        | Type::FLOAT4
+                        | Type::FLOAT8
+                        | Type::NUMERIC
+                        | Type::JSON
+                        | Type::JSONB
+                        | Type::UUID
+                        | Type::TIMESTAMPTZ
+                        | Type::TIMESTAMP
+                        | Type::DATE
+                        | Type::TIME
+                        | Type::BYTEA
+                        | Type::TEXT
+                        | Type::VARCHAR
+                        | Type::BPCHAR
+                        | Type::NAME
+                        | Type::UNKNOWN
+                ) || matches!(ty.kind(), Kind::Enum(_))
+                    || ty.name() == "citext"
+            }
+        }
+    }
+}
+
+/// A float as JSON; NaN and infinities, which JSON lacks, as strings.
+fn finite(f: f64) -> Value {
+    if f.is_finite() {
+        Value::from(f)
+    } else {
+        Value::String(f.to_string())
+    }
+}

@@ -1,0 +1,226 @@
+//! SQL templates: `{{ env.VAR }}` is replaced by the variable's value when
+//! the tool loads; each `{{ inputs.x }}` becomes a bound parameter (`$1` for
+//! Postgres, `?1` for SQLite). Input text never becomes SQL text.
+
+use std::collections::HashMap;
+
+/// How a connector writes parameter `n` (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamStyle {
+    Dollar,
+    QuestionNumbered,
+}
+
+/// A statement ready to prepare, with the input bound to each parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    pub sql: String,
+    /// Input names in parameter order: `params[0]` binds `$1`.
+    pub params: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    MissingEnv(String),
+    Invalid(String),
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateError::MissingEnv(v) => write!(f, "environment variable {v} is not set"),
+            TemplateError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Replaces `{{ env.VAR }}` in any text (connector URLs, paths).
+pub fn substitute_env(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((before, name, after)) = next_placeholder(rest)? {
+        out.push_str(before);
+        match name.strip_prefix("env.") {
+            Some(var) => {
+                out.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?)
+            }
+            None => {
+                return Err(TemplateError::Invalid(format!(
+                    "only {{{{ env.VAR }}}} may appear here, not {{{{ {name} }}}}"
+                )));
+            }
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Compiles a statement: env placeholders are substituted, input placeholders
+/// become parameters. Placeholders where a parameter cannot stand (inside a
+/// string literal, or as a table, column or alias name) are rejected.
+pub fn compile(
+    statement: &str,
+    style: ParamStyle,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Compiled, TemplateError> {
+    let mut sql = String::with_capacity(statement.len());
+    let mut params: Vec<String> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut rest = statement;
+    while let Some((before, name, after)) = next_placeholder(rest)? {
+        sql.push_str(before);
+        if let Some(var) = name.strip_prefix("env.") {
+            sql.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?);
+        } else if let Some(input) = name.strip_prefix("inputs.") {
+            if input.is_empty() || !input.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(TemplateError::Invalid(format!(
+                    "bad input name in {{{{ {name} }}}}"
+                )));
+            }
+            check_position(&sql, after, input)?;
+            let n = *index.entry(input.to_string()).or_insert_with(|| {
+                params.push(input.to_string());
+                params.len()
+            });
+            match style {
+                ParamStyle::Dollar => sql.push_str(&format!("${n}")),
+                ParamStyle::QuestionNumbered => sql.push_str(&format!("?{n}")),
+            }
+        } else {
+            return Err(TemplateError::Invalid(format!(
+                "unknown placeholder {{{{ {name} }}}}: use {{{{ inputs.NAME }}}} or {{{{ env.VAR }}}}"
+            )));
+        }
+        rest = after;
+    }
+    sql.push_str(rest);
+    Ok(Compiled { sql, params })
+}
+
+/// Splits at the next `{{ name }}`: (text before, trimmed name, text after).
+fn next_placeholder(text: &str) -> Result<Option<(&str, &str, &str)>, TemplateError> {
+    let Some(start) = text.find("{{") else {
+        return Ok(None);
+    };
+    let Some(len) = text[start + 2..].find("}}") else {
+        return Err(TemplateError::Invalid("unclosed {{ in statement".into()));
+    };
+    let name = text[start + 2..start + 2 + len].trim();
+    Ok(Some((&text[..start], name, &text[start + 2 + len + 2..])))
+}
+
+/// Keywords after which the next token names a table, column or alias: a
+/// parameter cannot stand there.
+const NAME_POSITIONS: &[&str] = &["FROM", "JOIN", "INTO", "UPDATE", "TABLE", "BY", "AS"];
+
+fn check_position(sql_before: &str, after: &str, input: &str) -> Result<(), TemplateError> {
+    let invalid = |why: &str| {
+        Err(TemplateError::Invalid(format!(
+            "{{{{ inputs.{input} }}}} cannot be a query parameter here ({why}); inputs can only stand where a value goes"
+        )))
+    };
+    if inside_string_literal(sql_before) {
+        return invalid(
+            "inside a quoted string; concatenate instead, e.g. '%' || {{ inputs.x }} || '%'",
+        );
+    }
+    let before = sql_before.trim_end();
+    if before.ends_with('.') || after.trim_start().starts_with('.') || before.ends_with('"') {
+        return invalid("as part of a qualified name");
+    }
+    let upper = before.to_ascii_uppercase();
+    let last_word = upper
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
+    if NAME_POSITIONS.contains(&last_word) {
+        return invalid(&format!(
+            "after {last_word}, where a table, column or alias name goes"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the end of `sql` is inside a '…' literal (doubled quotes escape).
+fn inside_string_literal(sql: &str) -> bool {
+    sql.chars().filter(|c| *c == '\'').count() % 2 == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(var: &str) -> Option<String> {
+        (var == "SCHEMA").then(|| "public".to_string())
+    }
+
+    #[test]
+    fn inputs_become_numbered_parameters_reused_by_name() {
+        let c = compile(
+            "SELECT * FROM {{ env.SCHEMA }}.users WHERE id = {{ inputs.id }} OR owner = {{inputs.id}} AND name = {{ inputs.name }}",
+            ParamStyle::Dollar,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            c.sql,
+            "SELECT * FROM public.users WHERE id = $1 OR owner = $1 AND name = $2"
+        );
+        assert_eq!(c.params, vec!["id", "name"]);
+        let q = compile(
+            "SELECT {{ inputs.a }}, {{ inputs.b }}",
+            ParamStyle::QuestionNumbered,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(q.sql, "SELECT ?1, ?2");
+    }
+
+    #[test]
+    fn missing_env_is_named() {
+        let e = compile("SELECT '{{ env.NOPE }}'", ParamStyle::Dollar, &env).unwrap_err();
+        assert_eq!(e, TemplateError::MissingEnv("NOPE".into()));
+        assert_eq!(
+            substitute_env("postgres://{{ env.SCHEMA }}/x", &env).unwrap(),
+            "postgres://public/x"
+        );
+    }
+
+    #[test]
+    fn placeholders_where_names_go_are_rejected() {
+        for bad in [
+            "SELECT * FROM {{ inputs.table }}",
+            "SELECT * FROM t JOIN {{ inputs.t }} ON true",
+            "SELECT * FROM t ORDER BY {{ inputs.col }}",
+            "SELECT t.{{ inputs.col }} FROM t",
+            "SELECT * FROM t WHERE name = '{{ inputs.name }}'",
+            "INSERT INTO {{ inputs.t }} VALUES (1)",
+            "SELECT 1 AS {{ inputs.alias }}",
+            "SELECT {{ inputs.x }} {{ nonsense }}",
+            "SELECT {{ inputs.bad-name }}",
+        ] {
+            assert!(
+                matches!(
+                    compile(bad, ParamStyle::Dollar, &env),
+                    Err(TemplateError::Invalid(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn values_in_ordinary_positions_are_fine() {
+        for ok in [
+            "SELECT * FROM t WHERE name LIKE '%' || {{ inputs.q }} || '%' LIMIT {{ inputs.n }}",
+            "UPDATE t SET v = {{ inputs.v }} WHERE id = {{ inputs.id }}",
+            "SELECT * FROM t WHERE note = 'it''s' AND id IN ({{ inputs.a }}, {{ inputs.b }})",
+        ] {
+            assert!(compile(ok, ParamStyle::Dollar, &env).is_ok(), "{ok}");
+        }
+    }
+}

@@ -1,0 +1,92 @@
+"""The shipped hangar.toml (SQLite demo, no server needed) and
+examples/postgres.toml (the same tools on PostgreSQL) work as documented."""
+
+import shutil
+
+import pytest
+
+from conftest import DATABASE_URL, ROOT, Mcp, Server, psql, run_hangar
+
+
+def rows(r):
+    assert r.get("result", {}).get("isError") is False, r
+    return r["result"]["structuredContent"]["rows"]
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """The shipped config and examples in a folder of their own (the demo
+    database is created there, as on a fresh checkout)."""
+    shutil.copy(ROOT / "hangar.toml", tmp_path / "hangar.toml")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("demo.db*"))
+    return tmp_path
+
+
+def start_in(workdir, config="hangar.toml", env=None):
+    return Server(workdir, ("echo", "everything"), env=env, config_file=workdir / config).start()
+
+
+def test_shipped_config_checks_clean_and_serves_the_sqlite_demo(workdir):
+    s = start_in(workdir)
+    s.stop()
+    out = run_hangar("check", "--config", str(workdir / "hangar.toml"), "--plugins", str(workdir / "plugins"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    s = start_in(workdir)
+    try:
+        c = Mcp(s.url)
+        c.initialize()
+        names = {t["name"] for t in c.request("tools/list")["result"]["tools"]}
+        assert {"echo", "test_simple_text", "demo.products.search", "demo.products.get"} <= names
+        found = rows(c.call("demo.products.search", {"query": "jacket"}))
+        assert found == [{"id": 2, "name": "Rain jacket", "category": "outerwear", "price": 189.5, "in_stock": 3}]
+        assert rows(c.call("demo.products.get", {"id": 4}))[0]["name"] == "Headlamp 400 lm"
+        assert rows(c.call("demo.products.search", {"query": "' OR 1=1 --"})) == []
+        assert rows(c.call("demo.products.restock", {"id": 3, "units": 5})) == [{"id": 3, "in_stock": 5}]
+        assert (workdir / "examples/demo.db").exists()
+    finally:
+        s.stop()
+
+
+def test_sqlite_read_only_tool_refuses_a_write(tmp_path, shared_cache):
+    config = f"""
+[connectors.lite]
+kind = "sqlite"
+path = "{tmp_path / 'w.db'}"
+init = "{ROOT / 'examples/demo.sql'}"
+
+[[tools]]
+name = "lite.wipe"
+description = "A write in a read-only tool"
+use = "lite"
+statement = "DELETE FROM products WHERE id > {{{{ inputs.id }}}}"
+inputs.id = {{ type = "integer", required = true }}
+
+[[tools]]
+name = "lite.count"
+description = "Counts products"
+use = "lite"
+statement = "SELECT count(*) AS n FROM products"
+"""
+    s = Server(tmp_path / "srv", ["echo"], config, shared_cache).start()
+    try:
+        c = Mcp(s.url)
+        r = c.call("lite.wipe", {"id": 0})
+        assert r["error"]["data"]["stage"] == "connector"
+        assert "read_only" in r["error"]["message"]
+        assert rows(c.call("lite.count", {})) == [{"n": 8}]
+    finally:
+        s.stop()
+
+
+def test_postgres_example_serves_the_same_tools(workdir):
+    psql("DROP TABLE IF EXISTS products")
+    psql((ROOT / "examples/demo-postgres.sql").read_text())
+    s = start_in(workdir, "examples/postgres.toml", {"DATABASE_URL": DATABASE_URL})
+    try:
+        c = Mcp(s.url)
+        found = rows(c.call("demo.products.search", {"query": "JACKET"}))
+        assert found == [{"id": 2, "name": "Rain jacket", "category": "outerwear", "price": "189.50", "in_stock": 3}]
+        assert rows(c.call("demo.products.get", {"id": 4}))[0]["name"] == "Headlamp 400 lm"
+    finally:
+        s.stop()
+        psql("DROP TABLE IF EXISTS products")
