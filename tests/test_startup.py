@@ -101,3 +101,18 @@ def test_duplicate_tool_names_stop_startup_naming_both_files(tmp_path):
     out = run_hangar("serve", "--config", str(cfg), "--plugins", str(d), "--listen", "127.0.0.1:0", timeout=60)
     assert out.returncode != 0
     assert "echo.wasm" in out.stderr and "echo-copy.wasm" in out.stderr
+
+
+def test_plugin_prefix_avoids_a_collision(tmp_path, shared_cache):
+    s = Server(tmp_path, ["echo"], '[plugins.echo2]\nprefix = "alt."\n', shared_cache)
+    shutil.copy(plugin_path("echo"), s.plugins_dir / "echo2.wasm")
+    s.start()
+    try:
+        from conftest import Mcp
+        c = Mcp(s.url)
+        names = {t["name"] for t in c.request("tools/list")["result"]["tools"]}
+        assert {"echo", "alt.echo"} <= names
+        assert c.call("alt.echo", {"text": "pre"})["result"]["content"][0]["text"] == "pre"
+        assert c.call("echo", {"text": "plain"})["result"]["content"][0]["text"] == "plain"
+    finally:
+        s.stop()

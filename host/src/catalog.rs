@@ -42,7 +42,12 @@ pub struct Annotations {
 
 /// What executes a tool.
 pub enum Backend {
-    Wasm(Arc<ToolPlugin>),
+    /// A `tool` component; `guest_name` is the tool's name inside it (the
+    /// catalog name may carry the plugin's prefix).
+    Wasm {
+        plugin: Arc<ToolPlugin>,
+        guest_name: String,
+    },
     Sql(Arc<DbTool>),
 }
 
@@ -95,11 +100,22 @@ impl Catalog {
                     continue;
                 }
             };
-            for def in defs {
+            let prefix = config
+                .plugins
+                .get(plugin.name())
+                .and_then(|p| p.prefix.as_deref());
+            for mut def in defs {
+                let guest_name = def.name.clone();
+                if let Some(prefix) = prefix {
+                    def.name = format!("{prefix}{}", def.name);
+                }
                 let limits = config.limits_for(plugin.name(), &def.name);
                 let tool = CatalogTool {
                     def,
-                    backend: Backend::Wasm(plugin.clone()),
+                    backend: Backend::Wasm {
+                        plugin: plugin.clone(),
+                        guest_name,
+                    },
                     limits,
                     source: loaded.path.clone(),
                 };
@@ -179,7 +195,7 @@ impl Catalog {
             .iter()
             .filter_map(|t| match &t.backend {
                 Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
-                Backend::Wasm(_) => None,
+                Backend::Wasm { .. } => None,
             })
             .collect()
     }

@@ -121,6 +121,8 @@ pub struct LimitOverrides {
 pub struct PluginConfig {
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// Put before each of the plugin's tool names (e.g. `billing.`), to avoid collisions.
+    pub prefix: Option<String>,
 }
 
 /// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with

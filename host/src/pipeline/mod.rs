@@ -76,7 +76,9 @@ async fn execute(
     cx: &CallContext,
 ) -> Result<ToolResult, CallError> {
     match &tool.backend {
-        Backend::Wasm(plugin) => plugin.call(cx, &tool.def.name, &args, &tool.limits).await,
+        Backend::Wasm { plugin, guest_name } => {
+            plugin.call(cx, guest_name, &args, &tool.limits).await
+        }
         Backend::Sql(db) => db.execute(&args).await,
     }
 }
