@@ -1,0 +1,80 @@
+//! The baseline of `scripts/bench`: the least a server can do for the same
+//! requests, built with the same profile and the same HTTP stack as Hangar.
+//!
+//! - `POST /echo`: reads a JSON-RPC request, answers a fixed small result.
+//! - `POST /query`: reads `{"id": n}`, runs the bench DB tool's statement
+//!   through the same kind of pool (deadpool, `prepare_cached`), answers the rows.
+//!
+//! Usage: `hangar-baseline ADDR [DATABASE_URL]`
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::{Value, json};
+
+const QUERY: &str = "SELECT id, name FROM bench_items WHERE id = $1";
+
+async fn echo(body: Bytes) -> impl IntoResponse {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let reply = json!({
+        "jsonrpc": "2.0",
+        "id": request.get("id").cloned().unwrap_or(Value::Null),
+        "result": { "content": [{ "type": "text", "text": "hello" }], "isError": false }
+    });
+    (
+        [(CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(&reply).unwrap(),
+    )
+}
+
+async fn query(State(pool): State<Arc<Pool>>, body: Bytes) -> impl IntoResponse {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let id = request.get("id").and_then(Value::as_i64).unwrap_or(0) as i32;
+    let client = pool.get().await.expect("connection");
+    let stmt = client.prepare_cached(QUERY).await.expect("prepare");
+    let rows: Vec<Value> = client
+        .query(&stmt, &[&id])
+        .await
+        .expect("query")
+        .iter()
+        .map(|r| json!({ "id": r.get::<_, i32>(0), "name": r.get::<_, String>(1) }))
+        .collect();
+    (
+        [(CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(&json!({ "rows": rows })).unwrap(),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:9090".into());
+    let mut app = Router::new().route("/echo", post(echo));
+    if let Some(url) = args.next() {
+        let config: tokio_postgres::Config = url.parse().expect("database url");
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager).max_size(16).build().expect("pool");
+        app = app.merge(
+            Router::new()
+                .route("/query", post(query))
+                .with_state(Arc::new(pool)),
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app).await.expect("serve");
+}

@@ -1,0 +1,293 @@
+"""Drives scripts/bench: Hangar and the baseline under wrk, alternating,
+and reports ratios measured in the same run (these machines are noisy)."""
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HANGAR = ROOT / "target/release/hangar"
+BASELINE = ROOT / "target/release/hangar-baseline"
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+WORK = Path(tempfile.mkdtemp(prefix="hangar-bench-"))
+
+ECHO_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
+ECHO_REST = '{"text":"hello"}'
+DB_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench.item","arguments":{"id":%d}}}'
+DB_BASE = '{"id":%d}'
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, proc, timeout=120):
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {proc.args}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return time.monotonic() - start
+        except Exception as e:  # noqa: BLE001 - any failure means not up yet
+            if getattr(e, "code", None):  # an HTTP error status means it is up
+                return time.monotonic() - start
+            time.sleep(0.005)
+    raise SystemExit(f"{url} did not come up")
+
+
+def rss_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def lua_script(name, body, unique=False):
+    """A wrk script posting `body`; with `unique`, each request a new id."""
+    lines = ['wrk.method = "POST"', 'wrk.headers["Content-Type"] = "application/json"',
+             'wrk.headers["Accept"] = "application/json, text/event-stream"']
+    if unique:
+        lines += ["local n = 0", "local tid = 0",
+                  "function setup(thread) thread:set('tid', tid); tid = tid + 1 end",
+                  "local base = tonumber(os.getenv('BENCH_BASE') or '0')",
+                  "function request() n = n + 1; "
+                  f"return wrk.format(nil, nil, nil, string.format('{body}', base + tid * 50000000 + n)) end"]
+    else:
+        lines.append(f"wrk.body = '{body}'")
+    path = WORK / f"{name}.lua"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def wrk(url, script, seconds, connections, threads=2, env=None):
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+                          "-s", str(script), url], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})}, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    lat = {p: float(v) * UNITS[u] for p, v, u in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    if non2xx:
+        raise SystemExit(f"{url}: {non2xx.group(0)}\n{out}")
+    return {"rps": rps, "p50": lat.get("50"), "p99": lat.get("99"), "total": total,
+            "errors": errors.group(1) if errors else ""}
+
+
+def drive(url, script, calls, connections):
+    """Sends at least `calls` requests (wrk runs by time, so in chunks); returns how many."""
+    sent = 0
+    while sent < calls:
+        probe = wrk(url, script, 2, connections)
+        sent += probe["total"]
+        if sent >= calls:
+            break
+        seconds = max(1, min(30, int((calls - sent) / max(probe["rps"], 1)) + 1))
+        sent += wrk(url, script, seconds, connections)["total"]
+    return sent
+
+
+class Proc:
+    def __init__(self, args, health, env=None, cwd=None):
+        self.log = open(WORK / f"{Path(args[0]).name}-{time.monotonic_ns()}.log", "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})}, cwd=cwd)
+        self.startup = wait_http(health, self.proc)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def hangar_config(cache_dir, extra=""):
+    cfg = WORK / f"hangar-{time.monotonic_ns()}.toml"
+    cfg.write_text(f"""
+[server]
+cache_dir = "{cache_dir}"
+max_instances = 512
+
+[connectors.bench]
+kind = "postgres"
+url = "{DATABASE_URL}"
+pool_size = 16
+
+[[tools]]
+name = "bench.item"
+description = "One bench item by id"
+use = "bench"
+statement = "SELECT id, name FROM bench_items WHERE id = {{{{ inputs.id }}}}"
+inputs.id = {{ type = "integer", required = true }}
+cache = {{ ttl = "600s" }}
+{extra}
+""")
+    return cfg
+
+
+def start_hangar(plugins_dir, cache_dir, extra=""):
+    port = free_port()
+    cfg = hangar_config(cache_dir, extra)
+    p = Proc([str(HANGAR), "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
+              "--plugins", str(plugins_dir)], f"http://127.0.0.1:{port}/healthz",
+             env={"RUST_LOG": "warn"})
+    p.url = f"http://127.0.0.1:{port}"
+    return p
+
+
+def psql(sql):
+    subprocess.run(["psql", DATABASE_URL, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], check=True,
+                   capture_output=True)
+
+
+def plugin_copies(n):
+    """`n` distinct components (echo with a unique custom section each) and the
+    prefixes that keep their tool names apart."""
+    d = WORK / f"plugins-{n}"
+    d.mkdir()
+    echo = (ROOT / "plugins/echo.wasm").read_bytes()
+    extra = ""
+    for i in range(n):
+        name = f"bench-{i:02}".encode()
+        payload = bytes([len(name)]) + name + b"x" * 8
+        section = b"\x00" + bytes([len(payload)]) + payload
+        (d / f"echo{i:02}.wasm").write_bytes(echo + section)
+        extra += f'[plugins.echo{i:02}]\nprefix = "p{i:02}."\n'
+    return d, extra
+
+
+def summarize(samples):
+    vals = [s["rps"] for s in samples]
+    return {"rps": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "p50": statistics.median(s["p50"] for s in samples),
+            "p99": statistics.median(s["p99"] for s in samples)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--rss-calls", type=int, default=1_000_000)
+    ap.add_argument("--write", type=Path, help="also write the results as Markdown to this file")
+    args = ap.parse_args()
+
+    psql("CREATE TABLE IF NOT EXISTS bench_items (id int PRIMARY KEY, name text NOT NULL);"
+         "INSERT INTO bench_items SELECT g, 'item ' || g FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING")
+    plugins = WORK / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo.wasm")
+    cache = WORK / "cache"
+
+    hangar = start_hangar(plugins, cache)
+    base_port = free_port()
+    baseline = Proc([str(BASELINE), f"127.0.0.1:{base_port}", DATABASE_URL],
+                    f"http://127.0.0.1:{base_port}/echo")
+    base = f"http://127.0.0.1:{base_port}"
+
+    scenarios = [
+        ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
+         "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("Rust wasm echo, REST POST /tools/echo/call", hangar.url + "/tools/echo/call",
+         lua_script("echo-rest", ECHO_REST), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("DB tool, cache hit, MCP", hangar.url + "/mcp", lua_script("db-hit", DB_MCP % 7),
+         "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("DB tool, cache miss (unique ids), MCP", hangar.url + "/mcp", lua_script("db-miss", DB_MCP, unique=True),
+         "in-process query", base + "/query", lua_script("base-query", DB_BASE, unique=True), True),
+    ]
+    rows = []
+    try:
+        for name, a_url, a_script, b_name, b_url, b_script, unique in scenarios:
+            a_samples, b_samples = [], []
+            for run in range(args.runs):
+                # Alternate A and B so drift on the machine hits both alike.
+                env = {"BENCH_BASE": str(1_000_000_000 + run * 100_000_000)} if unique else None
+                a_samples.append(wrk(a_url, a_script, args.seconds, args.connections, env=env))
+                b_samples.append(wrk(b_url, b_script, args.seconds, args.connections, env=env))
+            a, b = summarize(a_samples), summarize(b_samples)
+            ratios = [x["rps"] / y["rps"] for x, y in zip(a_samples, b_samples)]
+            rows.append((name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios)))
+            print(f"{name}: {a['rps']:.0f} req/s vs {b_name} {b['rps']:.0f} → {statistics.median(ratios):.2f}", flush=True)
+
+        # RSS: idle, after the first 10k calls, and after --rss-calls calls.
+        # A fresh server, so the scenarios above do not count.
+        hangar.stop()
+        hangar = start_hangar(plugins, cache)
+        script = lua_script("rss", ECHO_MCP)
+        rss_idle = rss_kib(hangar.proc.pid)
+        first = drive(hangar.url + "/mcp", script, 10_000, 64)
+        rss_10k = rss_kib(hangar.proc.pid)
+        total = first + drive(hangar.url + "/mcp", script, args.rss_calls - first, 64)
+        rss_1m = rss_kib(hangar.proc.pid)
+        echo_ok = urllib.request.urlopen(urllib.request.Request(
+            hangar.url + "/tools/echo/call", data=b'{"text":"still"}', method="POST")).status == 200
+    finally:
+        hangar.stop()
+        baseline.stop()
+
+    # Start-up with 20 plugins: cold (empty compiled cache), then warm.
+    many, extra = plugin_copies(20)
+    cold_cache = WORK / "cold-cache"
+    cold = start_hangar(many, cold_cache, extra)
+    cold.stop()
+    warm = start_hangar(many, cold_cache, extra)
+    warm.stop()
+
+    report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup)
+    print(report)
+    if args.write:
+        args.write.write_text(report)
+        print(f"written to {args.write}")
+
+
+def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm):
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), platform.processor())
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
+    out = [
+        "# Hangar benchmarks", "",
+        f"Machine: {os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()}; "
+        f"Hangar, the baseline and wrk share the cores.",
+        f"Command: `scripts/bench --runs {args.runs} --seconds {args.seconds} --connections {args.connections}` "
+        f"(wrk -t2 -c{args.connections}, {args.seconds} s per run, A and B alternating, {args.runs} runs each).",
+        "", "| scenario | Hangar req/s (min–max) | p50 / p99 ms | baseline | baseline req/s | p50 / p99 ms | ratio (min–max) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, b_name, a, b, r, rmin, rmax in rows:
+        out.append(f"| {name} | {a['rps']:.0f} ({a['min']:.0f}–{a['max']:.0f}) | {a['p50']:.2f} / {a['p99']:.2f} "
+                   f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.2f}** ({rmin:.2f}–{rmax:.2f}) |")
+    (first, rss_10k), (total, rss_1m) = rss_10k, rss_1m
+    growth = (rss_1m - rss_10k) / rss_10k * 100 if rss_10k else 0
+    out += [
+        "", "| memory | RSS |", "|---|---|",
+        f"| idle, after start-up | {rss_idle / 1024:.1f} MiB |",
+        f"| after the first {first:,} echo calls | {rss_10k / 1024:.1f} MiB |",
+        f"| after {total:,} echo calls | {rss_1m / 1024:.1f} MiB ({growth:+.1f}% vs the first) |",
+        f"| still answering afterwards | {'yes' if echo_ok else 'NO'} |",
+        "", "| start-up with 20 plugins | time to first /healthz answer |", "|---|---|",
+        f"| cold (empty compiled cache) | {cold * 1000:.0f} ms |",
+        f"| warm (compiled cache) | {warm * 1000:.0f} ms |",
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
