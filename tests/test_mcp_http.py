@@ -91,10 +91,15 @@ def test_tool_error_is_a_result_with_is_error(mcp):
     assert r["result"]["content"][0]["text"] == "This tool intentionally returns an error for testing"
 
 
-def test_wrong_argument_types_are_a_tool_error_not_a_crash(mcp):
+def test_wrong_argument_types_are_a_validation_error_naming_the_field(mcp):
     r = mcp.call("echo", {"text": 42})
-    assert r["result"]["isError"] is True
-    assert "invalid arguments" in r["result"]["content"][0]["text"]
+    assert r["error"]["code"] == -32000 and r["error"]["data"]["stage"] == "validate"
+    assert r["error"]["message"] == 'validate: invalid arguments: /text: 42 is not of type "string"'
+    r = mcp.call("echo", {"text": "a", "loud": True, "times": 0})
+    msg = r["error"]["message"]
+    assert "/loud: not a declared argument" in msg and "/times: 0 is less than the minimum of 1" in msg, msg
+    r = mcp.call("echo", {})
+    assert '"text" is a required property' in r["error"]["message"]
     r = mcp.request("tools/call", {"name": "echo", "arguments": "not an object"})
     assert r["error"]["code"] == -32602
 

@@ -29,9 +29,23 @@ pub struct Config {
     /// Databases that DB tools run their statements against, by name.
     #[serde(default)]
     pub connectors: BTreeMap<String, ConnectorConfig>,
+    /// The auth check of every tool that does not set its own.
+    pub auth: Option<AuthConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
+}
+
+/// How `tools/call` reports a failure after resolution.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorStyle {
+    /// JSON-RPC errors (-32000 with `data.stage`).
+    #[default]
+    Jsonrpc,
+    /// A `CallToolResult` with `isError: true`, for clients that show the
+    /// model only results.
+    Result,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -51,6 +65,7 @@ pub struct ServerConfig {
     pub max_instances: u32,
     /// Tools per `tools/list` page.
     pub page_size: usize,
+    pub errors: ErrorStyle,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +79,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             max_instances: 256,
             page_size: 100,
+            errors: ErrorStyle::Jsonrpc,
         }
     }
 }
@@ -121,6 +137,9 @@ pub struct LimitOverrides {
 pub struct PluginConfig {
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// What the plugin reads with `config.get(key)`; values may be `{{ env.VAR }}`.
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
     /// Put before each of the plugin's tool names (e.g. `billing.`), to avoid collisions.
     pub prefix: Option<String>,
 }
@@ -144,6 +163,11 @@ pub struct ToolConfig {
     #[serde(default)]
     pub inputs: BTreeMap<String, InputSpec>,
     pub cache: Option<CacheConfig>,
+    /// Who may call the tool; overrides the server-wide `[auth]`.
+    pub auth: Option<AuthSetting>,
+    /// Mapper plugins for the arguments and the result.
+    #[serde(default)]
+    pub mappers: MapperConfig,
     /// Run inside a read-only transaction (DB tools; default true).
     #[serde(default = "yes")]
     pub read_only: bool,
@@ -172,6 +196,40 @@ pub struct InputSpec {
     pub default: Option<serde_json::Value>,
     /// Element type of an `array` input.
     pub items: Option<InputType>,
+    /// Bind this input from the caller's principal claim (e.g. `sub`), never
+    /// from the arguments.
+    pub from_claim: Option<String>,
+}
+
+/// `auth = { plugin = "...", policy = {...} }`, or `auth = "none"` to opt a
+/// tool out of the server-wide default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum AuthSetting {
+    Plugin(AuthConfig),
+    Keyword(AuthKeyword),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthKeyword {
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    pub plugin: String,
+    /// Passed to the plugin as JSON.
+    #[serde(default)]
+    pub policy: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapperConfig {
+    pub input: Option<String>,
+    pub output: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -288,6 +346,11 @@ impl Config {
             limits = limits.overridden_by(&t.limits);
         }
         limits
+    }
+
+    /// The `[[tools]]` entry named `name`, if any.
+    pub fn tool(&self, name: &str) -> Option<&ToolConfig> {
+        self.tools.iter().find(|t| t.name == name)
     }
 
     /// The largest memory cap any call may get, to size the instance pool.

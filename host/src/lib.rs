@@ -14,6 +14,7 @@ pub mod rest;
 pub mod server;
 pub mod wasm;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use catalog::Catalog;
@@ -60,14 +61,24 @@ impl Hangar {
             &config.server.cache_dir,
         )?;
         let dir = config.server.plugins.clone();
-        let discovery: Discovery = runtime.load_dir(&dir)?;
+        let (metas, mut meta_problems) = plugin_metas(&config);
+        let meta = |name: &str| {
+            metas
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| wasm::PluginMeta {
+                    name: name.into(),
+                    config: Default::default(),
+                })
+        };
+        let discovery: Discovery = runtime.load_dir(&dir, &meta)?;
         let report = LoadReport {
             loaded: discovery
                 .loaded
                 .iter()
                 .map(|p| LoadedEntry {
                     path: p.path.clone(),
-                    world: p.world,
+                    world: p.world(),
                     origin: p.origin,
                 })
                 .collect(),
@@ -77,7 +88,8 @@ impl Hangar {
         for failure in &discovery.failures {
             tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
         }
-        let built = Catalog::build(&config, discovery).await?;
+        let mut built = Catalog::build(&config, discovery).await?;
+        built.problems.append(&mut meta_problems);
         Ok(Hangar {
             pipeline: Pipeline::new(Arc::new(built.catalog)),
             problems: built.problems,
@@ -86,4 +98,36 @@ impl Hangar {
             _runtime: runtime,
         })
     }
+}
+
+/// Each configured plugin's name and `config` table, `{{ env.VAR }}`
+/// substituted; a missing variable is a problem and leaves the key unset.
+fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {
+    let env = |var: &str| std::env::var(var).ok();
+    let mut problems = Vec::new();
+    let mut metas = HashMap::new();
+    for (name, plugin) in &config.plugins {
+        let mut values = std::collections::BTreeMap::new();
+        for (key, value) in &plugin.config {
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            match db::template::substitute_env(&text, &env) {
+                Ok(v) => {
+                    values.insert(key.clone(), v);
+                }
+                Err(e) => problems.push(LoadFailure {
+                    path: std::path::PathBuf::from(format!("plugins.{name}.config.{key}")),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        let meta = wasm::PluginMeta {
+            name: name.as_str().into(),
+            config: Arc::new(values),
+        };
+        metas.insert(name.clone(), meta);
+    }
+    (metas, problems)
 }

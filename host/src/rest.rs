@@ -1,11 +1,12 @@
 //! The REST surface: `GET /tools`, `GET /tools/{name}`, `POST /tools/{name}/call`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -13,7 +14,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Annotations;
-use crate::pipeline::{CallContext, CallError, ErrorKind, Pipeline, ToolResult};
+use crate::pipeline::{
+    CallContext, CallError, ErrorKind, Pipeline, RequestInfo, ToolResult, Transport,
+};
 
 pub fn router(pipeline: Pipeline) -> Router {
     Router::new()
@@ -68,14 +71,23 @@ struct Traced<'a> {
 async fn call(
     State(p): State<Arc<Pipeline>>,
     Path(name): Path<String>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     // A body that is not JSON is taken as no arguments.
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let cx = CallContext::new(traceparent);
-    let outcome = p.call(&name, args, &cx).await;
+    let mut cx = CallContext::new(traceparent);
+    let path = format!("/tools/{name}/call");
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "POST",
+        &path,
+        &headers,
+        Some(client),
+    )));
+    let outcome = p.call(&name, args, &mut cx).await;
     let result = match outcome {
         Ok(result) => result,
         Err(e) => return call_error(&e, &cx.trace_id),

@@ -28,6 +28,7 @@ pub fn app(hangar: &Hangar) -> Router {
         hangar.pipeline.clone(),
         (*policy).clone(),
         server.page_size.max(1),
+        server.errors,
     ));
     let rest = rest::router(hangar.pipeline.clone())
         .layer(middleware::from_fn_with_state(policy, origin_guard));
@@ -55,9 +56,12 @@ pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
             tracing::warn!("cannot set TCP_NODELAY: {e}");
         }
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await?;
     Ok(())
 }
 

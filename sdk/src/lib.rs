@@ -8,6 +8,7 @@
 pub use serde_json::{self, Value, json};
 
 /// Raw bindings of the `hangar:plugin/tool` world, generated from `wit/`.
+#[cfg(feature = "tool")]
 #[allow(clippy::too_many_arguments)]
 pub mod tool {
     wit_bindgen::generate!({
@@ -19,134 +20,77 @@ pub mod tool {
     });
 }
 
+#[cfg(feature = "tool")]
+mod tool_helpers;
+#[cfg(feature = "tool")]
 pub use tool::Guest as Tool;
+#[cfg(feature = "tool")]
 pub use tool::hangar::plugin::host::{LogLevel, log, progress};
+#[cfg(feature = "tool")]
 pub use tool::hangar::plugin::types::{
     Annotations, CallContext, CallResult, ContentBlock, EmbeddedResource, Media, Principal,
     ResourceContents, ResourceLink, ToolDefinition, ToolError,
 };
+#[cfg(feature = "tool")]
+pub use tool_helpers::parse_args;
+
+/// Raw bindings of the `hangar:plugin/auth` world: implement
+/// `auth::Guest::authenticate` and export with [`export_auth!`].
+#[cfg(feature = "auth")]
+#[allow(clippy::too_many_arguments)]
+pub mod auth {
+    wit_bindgen::generate!({
+        world: "auth",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_auth_world",
+        default_bindings_module: "hangar_sdk::auth",
+    });
+    pub use self::hangar::plugin::config::get as config;
+    pub use self::hangar::plugin::host::{LogLevel, log};
+    pub use self::hangar::plugin::types::Transport;
+}
+
+/// Raw bindings of the `hangar:plugin/mapper` world: implement
+/// `mapper::Guest::map` and export with [`export_mapper!`].
+#[cfg(feature = "mapper")]
+#[allow(clippy::too_many_arguments)]
+pub mod mapper {
+    wit_bindgen::generate!({
+        world: "mapper",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_mapper_world",
+        default_bindings_module: "hangar_sdk::mapper",
+    });
+    pub use self::hangar::plugin::config::get as config;
+    pub use self::hangar::plugin::host::{LogLevel, log};
+    pub use self::hangar::plugin::types::Principal;
+}
+
+/// Exports a type implementing `auth::Guest` as the component's `auth` world.
+#[cfg(feature = "auth")]
+#[macro_export]
+macro_rules! export_auth {
+    ($t:ident) => {
+        $crate::auth::__export_auth_world!($t with_types_in $crate::auth);
+    };
+}
+
+/// Exports a type implementing `mapper::Guest` as the component's `mapper` world.
+#[cfg(feature = "mapper")]
+#[macro_export]
+macro_rules! export_mapper {
+    ($t:ident) => {
+        $crate::mapper::__export_mapper_world!($t with_types_in $crate::mapper);
+    };
+}
 
 /// Exports a type implementing [`Tool`] as the component's `tool` world.
+#[cfg(feature = "tool")]
 #[macro_export]
 macro_rules! export_tool {
     ($t:ident) => {
         $crate::tool::__export_tool_world!($t with_types_in $crate::tool);
     };
-}
-
-/// Parses a call's JSON arguments into `T`; a mismatch is a tool error that
-/// names the problem.
-pub fn parse_args<T: serde::de::DeserializeOwned>(arguments: &str) -> Result<T, ToolError> {
-    serde_json::from_str(arguments).map_err(|e| ToolError::new(format!("invalid arguments: {e}")))
-}
-
-impl ToolDefinition {
-    /// A tool with a name, a description and a JSON Schema for its arguments.
-    pub fn new(name: &str, description: &str, input_schema: Value) -> ToolDefinition {
-        ToolDefinition {
-            name: name.to_string(),
-            title: None,
-            description: description.to_string(),
-            input_schema: input_schema.to_string(),
-            output_schema: None,
-            annotations: None,
-        }
-    }
-
-    pub fn title(mut self, title: &str) -> Self {
-        self.title = Some(title.to_string());
-        self
-    }
-
-    pub fn output_schema(mut self, schema: Value) -> Self {
-        self.output_schema = Some(schema.to_string());
-        self
-    }
-
-    /// Marks the tool as having no side effects (`readOnlyHint`).
-    pub fn read_only(mut self) -> Self {
-        self.annotations().read_only_hint = Some(true);
-        self
-    }
-
-    /// Marks the tool as possibly destructive (`destructiveHint`).
-    pub fn destructive(mut self) -> Self {
-        self.annotations().destructive_hint = Some(true);
-        self
-    }
-
-    fn annotations(&mut self) -> &mut Annotations {
-        self.annotations.get_or_insert(Annotations {
-            read_only_hint: None,
-            destructive_hint: None,
-            idempotent_hint: None,
-            open_world_hint: None,
-        })
-    }
-}
-
-impl CallResult {
-    /// A result of content blocks.
-    pub fn new(content: Vec<ContentBlock>) -> CallResult {
-        CallResult {
-            content,
-            structured_content: None,
-        }
-    }
-
-    /// A result of one text block.
-    pub fn text(text: impl Into<String>) -> CallResult {
-        CallResult::new(vec![ContentBlock::text(text)])
-    }
-
-    /// Adds structured content (it should match the tool's output schema).
-    pub fn with_structured(mut self, value: Value) -> CallResult {
-        self.structured_content = Some(value.to_string());
-        self
-    }
-}
-
-impl ContentBlock {
-    pub fn text(text: impl Into<String>) -> ContentBlock {
-        ContentBlock::Text(text.into())
-    }
-
-    /// An image; the host base64-encodes `data`.
-    pub fn image(data: &[u8], mime_type: &str) -> ContentBlock {
-        ContentBlock::Image(Media {
-            data: data.to_vec(),
-            mime_type: mime_type.to_string(),
-        })
-    }
-
-    /// Audio; the host base64-encodes `data`.
-    pub fn audio(data: &[u8], mime_type: &str) -> ContentBlock {
-        ContentBlock::Audio(Media {
-            data: data.to_vec(),
-            mime_type: mime_type.to_string(),
-        })
-    }
-
-    /// An embedded text resource.
-    pub fn resource_text(uri: &str, mime_type: &str, text: impl Into<String>) -> ContentBlock {
-        ContentBlock::Resource(EmbeddedResource {
-            uri: uri.to_string(),
-            mime_type: Some(mime_type.to_string()),
-            contents: ResourceContents::Text(text.into()),
-        })
-    }
-}
-
-impl ToolError {
-    pub fn new(message: impl Into<String>) -> ToolError {
-        ToolError {
-            message: message.into(),
-        }
-    }
-}
-
-impl From<serde_json::Error> for ToolError {
-    fn from(e: serde_json::Error) -> ToolError {
-        ToolError::new(e.to_string())
-    }
 }

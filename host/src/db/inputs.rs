@@ -22,11 +22,21 @@ impl Inputs {
         self.specs.keys().map(String::as_str)
     }
 
+    /// Inputs bound from a principal claim: (input, claim).
+    pub fn claim_bound(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.specs
+            .iter()
+            .filter_map(|(name, spec)| Some((name.as_str(), spec.from_claim.as_deref()?)))
+    }
+
+    fn caller_supplied(&self) -> impl Iterator<Item = (&String, &InputSpec)> {
+        self.specs.iter().filter(|(_, s)| s.from_claim.is_none())
+    }
+
     /// The JSON Schema (draft 2020-12) of the arguments.
     pub fn schema(&self) -> Value {
         let properties: Map<String, Value> = self
-            .specs
-            .iter()
+            .caller_supplied()
             .map(|(name, spec)| {
                 let mut prop = json!({ "type": spec.ty.as_str() });
                 if let (InputType::Array, Some(items)) = (spec.ty, spec.items) {
@@ -42,8 +52,7 @@ impl Inputs {
             })
             .collect();
         let required: Vec<&str> = self
-            .specs
-            .iter()
+            .caller_supplied()
             .filter(|(_, s)| s.required)
             .map(|(n, _)| n.as_str())
             .collect();
@@ -55,15 +64,31 @@ impl Inputs {
         })
     }
 
-    /// Checks `args` against the declared inputs and applies defaults. Every
-    /// problem is reported, each naming its field and what was expected.
-    pub fn validate(&self, args: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    /// Checks `args` against the declared inputs, applies defaults and binds
+    /// claim inputs from `claims`. Every problem is reported, each naming its
+    /// field and what was expected.
+    pub fn validate(
+        &self,
+        args: &Map<String, Value>,
+        claims: Option<&Value>,
+    ) -> Result<Map<String, Value>, String> {
         let mut out = Map::new();
         let mut problems = Vec::new();
-        for name in args.keys().filter(|k| !self.specs.contains_key(*k)) {
+        for name in args
+            .keys()
+            .filter(|k| !self.caller_supplied().any(|(n, _)| n == *k))
+        {
             problems.push(format!("{name}: not a declared input"));
         }
-        for (name, spec) in &self.specs {
+        for (name, claim) in self.claim_bound() {
+            match claims.and_then(|c| c.get(claim)).filter(|v| !v.is_null()) {
+                Some(v) => {
+                    out.insert(name.to_string(), v.clone());
+                }
+                None => problems.push(format!("{name}: the caller has no {claim:?} claim")),
+            }
+        }
+        for (name, spec) in self.caller_supplied() {
             match args
                 .get(name)
                 .filter(|v| !v.is_null())
@@ -159,7 +184,7 @@ mod tests {
 
     #[test]
     fn defaults_are_applied_and_absent_optionals_are_null() {
-        let out = inputs().validate(&obj(json!({ "id": 3 }))).unwrap();
+        let out = inputs().validate(&obj(json!({ "id": 3 })), None).unwrap();
         assert_eq!(
             Value::Object(out),
             json!({ "id": 3, "limit": 10, "name": null, "tags": null })
@@ -169,7 +194,10 @@ mod tests {
     #[test]
     fn every_problem_names_its_field() {
         let err = inputs()
-            .validate(&obj(json!({ "name": 5, "tags": ["a", 1], "extra": true })))
+            .validate(
+                &obj(json!({ "name": 5, "tags": ["a", 1], "extra": true })),
+                None,
+            )
             .unwrap_err();
         assert!(err.contains("extra: not a declared input"), "{err}");
         assert!(err.contains("id: required integer is missing"), "{err}");
@@ -183,6 +211,32 @@ mod tests {
                 .validate(&obj(json!({ "id": 1.5 })))
                 .unwrap_err()
                 .contains("expected integer, got number")
+        );
+    }
+
+    #[test]
+    fn claim_inputs_come_from_claims_only() {
+        let specs: BTreeMap<String, InputSpec> =
+            toml::from_str(r#"owner = { type = "string", from_claim = "sub" }"#).unwrap();
+        let inputs = Inputs::new(specs);
+        assert_eq!(inputs.schema()["properties"], json!({}));
+        let out = inputs
+            .validate(&Map::new(), Some(&json!({ "sub": "alice" })))
+            .unwrap();
+        assert_eq!(out["owner"], json!("alice"));
+        assert!(
+            inputs
+                .validate(&Map::new(), None)
+                .unwrap_err()
+                .contains("no \"sub\" claim")
+        );
+        assert!(
+            inputs
+                .validate(
+                    &obj(json!({ "owner": "mallory" })),
+                    Some(&json!({ "sub": "a" }))
+                )
+                .is_err()
         );
     }
 

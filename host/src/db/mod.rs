@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::config::{Config, ConnectorConfig, ToolConfig};
-use crate::pipeline::{CallError, Content, ErrorKind, Stage, ToolResult};
+use crate::pipeline::{CallError, Content, ErrorKind, Principal, Stage, ToolResult};
 pub use cache::CacheStats;
 use cache::ResultCache;
 use inputs::Inputs;
@@ -203,12 +203,29 @@ impl DbTool {
         self.cache.as_ref().map(ResultCache::stats)
     }
 
+    /// Removes arguments named like claim-bound inputs: those come from the
+    /// principal, whatever the caller sends.
+    pub fn drop_claim_inputs(&self, args: &mut Value) {
+        if let Value::Object(map) = args {
+            for (name, _) in self.inputs.claim_bound() {
+                map.remove(name);
+            }
+        }
+    }
+
     /// Validate → env → bind → cache → connector → cache store.
-    pub async fn execute(&self, args: &Value) -> Result<ToolResult, CallError> {
+    pub async fn execute(
+        &self,
+        args: &Value,
+        principal: Option<&Principal>,
+    ) -> Result<ToolResult, CallError> {
         let empty = Map::new();
         let args = self
             .inputs
-            .validate(args.as_object().unwrap_or(&empty))
+            .validate(
+                args.as_object().unwrap_or(&empty),
+                principal.map(|p| &p.claims),
+            )
             .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?;
         let env_error =
             |e: &TemplateError| CallError::new(Stage::Env, ErrorKind::Failed, e.to_string());

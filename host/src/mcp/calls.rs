@@ -2,6 +2,7 @@
 //! stream when the call reports progress or logs before its result.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
@@ -14,8 +15,10 @@ use tokio::task::JoinHandle;
 use super::jsonrpc::{self, RpcError};
 use super::session::InFlight;
 use super::{McpState, Request, json_response, reply_error};
+use crate::config::ErrorStyle;
 use crate::pipeline::{
-    CallContext, CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, ToolResult,
+    CallContext, CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, RequestInfo, Stage,
+    ToolResult, Transport,
 };
 
 type CallOutcome = Result<ToolResult, CallError>;
@@ -30,6 +33,7 @@ struct Running {
     /// Cancels the call if the answer is dropped before the result (client gone).
     cancel_on_drop: CancelOnDrop,
     _in_flight: Option<InFlight>,
+    errors: ErrorStyle,
 }
 
 pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
@@ -62,6 +66,13 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     let traceparent = req.headers.get("traceparent").and_then(|v| v.to_str().ok());
     let mut cx = CallContext::new(traceparent);
     cx.session_id = req.session.as_ref().map(|s| s.id.clone());
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Mcp,
+        "POST",
+        "/mcp",
+        req.headers,
+        Some(req.client),
+    )));
     let min_log = req
         .session
         .as_ref()
@@ -80,9 +91,10 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
             .map(|s| s.track(&req.id, cx.cancel.clone())),
         task: {
             let pipeline = st.pipeline.clone();
-            tokio::spawn(async move { pipeline.call(&name, args, &cx).await })
+            tokio::spawn(async move { pipeline.call(&name, args, &mut cx).await })
         },
         id: req.id,
+        errors: st.errors,
     };
 
     // Events that come before the result turn the answer into a stream.
@@ -90,7 +102,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         biased;
         Some(first) = running.events.recv() => stream(running, first),
         joined = &mut running.task => {
-            let body = outcome_body(&running.id, &running.trace_id, joined);
+            let body = outcome_body(&running.id, &running.trace_id, running.errors, joined);
             match body {
                 Some(body) => json_response(StatusCode::OK, body),
                 None => StatusCode::ACCEPTED.into_response(),
@@ -104,11 +116,16 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
 fn outcome_body(
     id: &Value,
     trace_id: &str,
+    errors: ErrorStyle,
     joined: Result<CallOutcome, tokio::task::JoinError>,
 ) -> Option<Vec<u8>> {
     match joined {
         Ok(Ok(result)) => Some(jsonrpc::result_body(id, &result)),
         Ok(Err(e)) if e.kind == ErrorKind::Cancelled => None,
+        // Past resolution, errors can be reported as results instead.
+        Ok(Err(e)) if errors == ErrorStyle::Result && e.stage != Stage::Resolve => {
+            Some(jsonrpc::result_body(id, &ToolResult::error(e.to_string())))
+        }
         Ok(Err(e)) => Some(jsonrpc::error_body(id, &call_error(&e, trace_id))),
         Err(e) => {
             tracing::error!(trace_id, "call task failed: {e}");
@@ -178,9 +195,9 @@ fn stream(running: Running, first: CallEvent) -> Response {
                 Some((Ok::<_, Infallible>(frame), Some(r)))
             }
             joined = &mut r.task => {
-                let Running { id, trace_id, cancel_on_drop, .. } = r;
+                let Running { id, trace_id, cancel_on_drop, errors, .. } = r;
                 cancel_on_drop.disarm();
-                let frame = outcome_body(&id, &trace_id, joined).map(|b| sse_frame(&b));
+                let frame = outcome_body(&id, &trace_id, errors, joined).map(|b| sse_frame(&b));
                 Some((Ok(frame.unwrap_or_default()), None))
             }
         }

@@ -7,11 +7,12 @@ mod guard;
 mod jsonrpc;
 mod session;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::header::{ACCEPT, ALLOW, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
+use crate::config::ErrorStyle;
 use crate::pipeline::{LogLevel, Pipeline};
 use guard::Refusal;
 use jsonrpc::{Incoming, RpcError};
@@ -34,15 +36,22 @@ pub struct McpState {
     pub pipeline: Pipeline,
     pub policy: OriginPolicy,
     pub page_size: usize,
+    pub errors: ErrorStyle,
     sessions: Sessions,
 }
 
 impl McpState {
-    pub fn new(pipeline: Pipeline, policy: OriginPolicy, page_size: usize) -> McpState {
+    pub fn new(
+        pipeline: Pipeline,
+        policy: OriginPolicy,
+        page_size: usize,
+        errors: ErrorStyle,
+    ) -> McpState {
         McpState {
             pipeline,
             policy,
             page_size,
+            errors,
             sessions: Sessions::default(),
         }
     }
@@ -55,7 +64,12 @@ pub fn router(state: Arc<McpState>) -> Router {
 }
 
 /// One JSON-RPC message in, one JSON or SSE answer (or 202) out.
-async fn post_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post_mcp(
+    State(st): State<Arc<McpState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Err(refusal) = st
         .policy
         .check(&headers)
@@ -96,6 +110,7 @@ async fn post_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap, body: Byt
                 params,
                 session,
                 headers: &headers,
+                client,
             };
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
@@ -120,6 +135,7 @@ struct Request<'a> {
     params: Map<String, Value>,
     session: Option<Arc<Session>>,
     headers: &'a HeaderMap,
+    client: SocketAddr,
 }
 
 impl Request<'_> {

@@ -130,12 +130,59 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Which surface a call came in through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transport {
+    #[default]
+    Mcp,
+    Rest,
+}
+
+/// What the auth stage may look at of the HTTP request that carried the call.
+#[derive(Debug, Clone, Default)]
+pub struct RequestInfo {
+    pub transport: Transport,
+    pub method: String,
+    pub path: String,
+    /// Names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub client_addr: Option<String>,
+}
+
+impl RequestInfo {
+    pub fn new(
+        transport: Transport,
+        method: &str,
+        path: &str,
+        headers: &axum::http::HeaderMap,
+        client_addr: Option<std::net::SocketAddr>,
+    ) -> RequestInfo {
+        RequestInfo {
+            transport,
+            method: method.to_string(),
+            path: path.to_string(),
+            headers: headers
+                .iter()
+                .filter_map(|(k, v)| {
+                    Some((
+                        k.as_str().to_ascii_lowercase(),
+                        v.to_str().ok()?.to_string(),
+                    ))
+                })
+                .collect(),
+            client_addr: client_addr.map(|a| a.to_string()),
+        }
+    }
+}
+
 /// Built once per request, read by every stage.
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
     pub trace_id: String,
     pub session_id: Option<String>,
+    /// Set by the auth stage.
     pub principal: Option<Principal>,
+    pub request: Option<Arc<RequestInfo>>,
     pub events: EventSink,
     pub cancel: CancelToken,
 }

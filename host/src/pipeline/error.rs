@@ -78,9 +78,10 @@ impl CallError {
 impl fmt::Display for CallError {
     /// `stage: message`, except for resolution, whose message stands alone.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.stage {
-            Stage::Resolve => f.write_str(&self.message),
-            stage => write!(f, "{}: {}", stage.as_str(), self.message),
+        match (self.stage, self.kind) {
+            // Resolution's message stands alone; auth's is only ever "Unauthorized".
+            (Stage::Resolve, _) | (_, ErrorKind::Unauthorized) => f.write_str(&self.message),
+            (stage, _) => write!(f, "{}: {}", stage.as_str(), self.message),
         }
     }
 }

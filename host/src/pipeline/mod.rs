@@ -5,16 +5,19 @@
 mod context;
 mod error;
 mod result;
+mod validate;
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use context::{
-    CallContext, CallEvent, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
+    CallContext, CallEvent, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal, RequestInfo,
+    Transport,
 };
 pub use error::{CallError, ErrorKind, Stage};
 pub use result::{Content, ResourceContents, ToolResult};
+pub use validate::ArgsValidator;
 
 use crate::catalog::{Backend, Catalog, CatalogTool};
 
@@ -33,19 +36,71 @@ impl Pipeline {
         &self.catalog
     }
 
-    /// Runs one call through every stage; the first stage that fails ends it.
+    /// Runs one call through every stage; the first stage that fails ends
+    /// it, and no later stage runs. The auth stage sets `cx.principal`.
     pub async fn call(
         &self,
         name: &str,
         args: Value,
-        cx: &CallContext,
+        cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
         let tool = self.catalog.resolve(name)?;
-        // Auth and the mappers are plugins configured per tool; a tool
-        // without them skips those stages.
-        let args = validate(args)?;
+        let stages = &tool.stages;
+
+        proceed(cx, Stage::Auth)?;
+        if let Some(auth) = &stages.auth {
+            let principal = auth
+                .plugin
+                .authenticate(name, &auth.policy, cx, &auth.limits)
+                .await?;
+            cx.principal = Some(principal);
+        }
+
+        proceed(cx, Stage::InputMap)?;
+        let mut args = match &stages.input_map {
+            None => args,
+            Some(m) => {
+                let payload = json!({ "tool": name, "arguments": args, "principal": cx.principal });
+                m.plugin
+                    .map(Stage::InputMap, &payload, cx, &m.limits)
+                    .await?
+            }
+        };
+
+        proceed(cx, Stage::Validate)?;
+        if let Backend::Sql(db) = &tool.backend {
+            // Inputs bound from claims never come from the caller.
+            db.drop_claim_inputs(&mut args);
+        }
+        let args = match &stages.validator {
+            Some(v) => v.validate(args)?,
+            None => args,
+        };
+
         proceed(cx, Stage::Handler)?;
-        execute(&tool, args, cx).await
+        let result = execute(&tool, &args, cx).await?;
+
+        proceed(cx, Stage::OutputMap)?;
+        match &stages.output_map {
+            None => Ok(result),
+            Some(m) => {
+                let payload = json!({ "tool": name, "arguments": args, "result": result });
+                let mapped = m
+                    .plugin
+                    .map(Stage::OutputMap, &payload, cx, &m.limits)
+                    .await?;
+                serde_json::from_value(mapped).map_err(|e| {
+                    CallError::new(
+                        Stage::OutputMap,
+                        ErrorKind::Failed,
+                        format!(
+                            "mapper {}: answered no CallToolResult: {e}",
+                            m.plugin.name()
+                        ),
+                    )
+                })
+            }
+        }
     }
 }
 
@@ -57,39 +112,15 @@ fn proceed(cx: &CallContext, next: Stage) -> Result<(), CallError> {
     Ok(())
 }
 
-/// Arguments must be a JSON object; absent arguments are `{}`.
-fn validate(args: Value) -> Result<Value, CallError> {
-    match args {
-        Value::Null => Ok(Value::Object(Default::default())),
-        Value::Object(_) => Ok(args),
-        other => Err(CallError::new(
-            Stage::Validate,
-            ErrorKind::Invalid,
-            format!("arguments must be a JSON object, not {}", json_type(&other)),
-        )),
-    }
-}
-
 async fn execute(
     tool: &CatalogTool,
-    args: Value,
+    args: &Value,
     cx: &CallContext,
 ) -> Result<ToolResult, CallError> {
     match &tool.backend {
         Backend::Wasm { plugin, guest_name } => {
-            plugin.call(cx, guest_name, &args, &tool.limits).await
+            plugin.call(cx, guest_name, args, &tool.limits).await
         }
-        Backend::Sql(db) => db.execute(&args).await,
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Backend::Sql(db) => db.execute(args, cx.principal.as_ref()).await,
     }
 }

@@ -1,7 +1,36 @@
 //! Host-side bindings of the `hangar:plugin` worlds, generated from `wit/`.
+//! The `host`, `config` and `types` interfaces are generated once (in
+//! `tool`) and shared by the other worlds.
 
-wasmtime::component::bindgen!({
-    path: "../wit",
-    world: "tool",
-    exports: { default: async },
-});
+pub mod tool {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "tool",
+        exports: { default: async },
+    });
+}
+
+pub mod auth {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "auth",
+        exports: { default: async },
+        with: {
+            "hangar:plugin/types": super::tool::hangar::plugin::types,
+            "hangar:plugin/host": super::tool::hangar::plugin::host,
+        },
+    });
+}
+
+pub mod mapper {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "mapper",
+        exports: { default: async },
+        with: {
+            "hangar:plugin/types": super::tool::hangar::plugin::types,
+            "hangar:plugin/host": super::tool::hangar::plugin::host,
+            "hangar:plugin/config": super::auth::hangar::plugin::config,
+        },
+    });
+}

@@ -1,10 +1,12 @@
 //! The wasm runtime: one engine, the compiled-component cache, loading
 //! components and running their exports under limits. It knows nothing of MCP.
 
+mod auth;
 mod bindings;
 mod cache;
 pub mod engine;
 mod limits;
+mod mapper;
 mod state;
 mod tool;
 
@@ -13,7 +15,10 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
+pub use auth::AuthPlugin;
 pub use cache::Origin;
+pub use mapper::MapperPlugin;
+pub use state::PluginMeta;
 pub use tool::ToolPlugin;
 
 use cache::CompiledCache;
@@ -38,13 +43,32 @@ impl World {
     }
 }
 
-/// A component file that loaded.
+/// A component file that loaded, ready for the world it exports.
 pub struct LoadedPlugin {
     pub path: PathBuf,
-    pub world: World,
+    /// The file stem, which names the plugin in `hangar.toml`.
+    pub name: String,
+    /// Loaded from `plugins/mappers/`, where the file name says which tool it maps.
+    pub by_convention: bool,
     pub origin: Origin,
-    /// Set for `tool` components.
-    pub tool: Option<ToolPlugin>,
+    pub kind: PluginKind,
+}
+
+/// A loaded plugin of one of the three worlds.
+pub enum PluginKind {
+    Tool(ToolPlugin),
+    Auth(AuthPlugin),
+    Mapper(MapperPlugin),
+}
+
+impl LoadedPlugin {
+    pub fn world(&self) -> World {
+        match self.kind {
+            PluginKind::Tool(_) => World::Tool,
+            PluginKind::Auth(_) => World::Auth,
+            PluginKind::Mapper(_) => World::Mapper,
+        }
+    }
 }
 
 /// A component file that did not load, and why.
@@ -89,19 +113,27 @@ impl Runtime {
         })
     }
 
-    /// Loads every `*.wasm` directly in `dir`, compiling in parallel. A file
-    /// that fails is reported in `failures`; the others still load.
-    pub fn load_dir(&self, dir: &Path) -> anyhow::Result<Discovery> {
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "wasm"))
-            .collect();
-        paths.sort();
+    /// Loads every `*.wasm` in `dir` and in `dir/mappers/`, compiling in
+    /// parallel. A file that fails is reported in `failures`; the others
+    /// still load. `meta` gives each plugin its configuration by name.
+    pub fn load_dir(
+        &self,
+        dir: &Path,
+        meta: &(dyn Fn(&str) -> PluginMeta + Sync),
+    ) -> anyhow::Result<Discovery> {
+        let mut paths = wasm_files(dir)
+            .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?;
+        let mappers = dir.join("mappers");
+        if mappers.is_dir() {
+            paths.extend(wasm_files(&mappers)?);
+        }
         let results: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = paths
                 .iter()
-                .map(|p| s.spawn(move || self.load(p)))
+                .map(|p| {
+                    let by_convention = p.parent() == Some(mappers.as_path());
+                    s.spawn(move || self.load(p, by_convention, meta))
+                })
                 .collect();
             handles
                 .into_iter()
@@ -119,25 +151,32 @@ impl Runtime {
     }
 
     /// Loads one component file.
-    pub fn load(&self, path: &Path) -> Result<LoadedPlugin, String> {
+    fn load(
+        &self,
+        path: &Path,
+        by_convention: bool,
+        meta: &(dyn Fn(&str) -> PluginMeta + Sync),
+    ) -> Result<LoadedPlugin, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
         let (component, origin) = self
             .cache
             .load(&self.engine, &bytes)
             .map_err(|e| format!("not a valid component: {e}"))?;
-        let world = self.world_of(&component)?;
         let name = plugin_name(path);
-        let tool = match world {
-            World::Tool => {
-                Some(ToolPlugin::new(&name, &component, &self.linker).map_err(|e| e.to_string())?)
-            }
-            World::Auth | World::Mapper => None,
-        };
+        let meta = meta(&name);
+        let linker = &self.linker;
+        let kind = match self.world_of(&component)? {
+            World::Tool => ToolPlugin::new(meta, &component, linker).map(PluginKind::Tool),
+            World::Auth => AuthPlugin::new(meta, &component, linker).map(PluginKind::Auth),
+            World::Mapper => MapperPlugin::new(meta, &component, linker).map(PluginKind::Mapper),
+        }
+        .map_err(|e| e.to_string())?;
         Ok(LoadedPlugin {
             path: path.to_path_buf(),
-            world,
+            name,
+            by_convention,
             origin,
-            tool,
+            kind,
         })
     }
 
@@ -161,6 +200,15 @@ impl Runtime {
             ))
         }
     }
+}
+
+fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 /// A plugin's name: its file stem (`plugins/echo.wasm` → `echo`).

@@ -1,6 +1,7 @@
 //! `GuestState`: what one guest instance's `Store` owns, and the host
 //! imports it serves.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
@@ -8,8 +9,17 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::hangar::plugin::host;
+use super::bindings::auth::hangar::plugin::config;
+use super::bindings::tool::hangar::plugin::host;
 use crate::pipeline::{EventSink, LogLevel};
+
+/// Who a guest is: its plugin name and its configuration from `hangar.toml`.
+#[derive(Debug, Clone, Default)]
+pub struct PluginMeta {
+    pub name: Arc<str>,
+    /// What `config.get` answers, `{{ env.VAR }}` already substituted.
+    pub config: Arc<BTreeMap<String, String>>,
+}
 
 /// How much of a guest's stderr is kept per call for the host log.
 const STDERR_CAPTURE: usize = 64 << 10;
@@ -21,14 +31,14 @@ pub struct GuestState {
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) stderr: MemoryOutputPipe,
-    plugin: Arc<str>,
+    plugin: PluginMeta,
     events: EventSink,
 }
 
 impl GuestState {
     /// State for one call of `plugin`: no files, no network, no environment,
     /// no stdin; stdout is dropped and stderr captured for the host log.
-    pub fn new(plugin: Arc<str>, memory_bytes: usize, events: EventSink) -> GuestState {
+    pub fn new(plugin: PluginMeta, memory_bytes: usize, events: EventSink) -> GuestState {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
@@ -65,16 +75,24 @@ impl host::Host for GuestState {
     fn log(&mut self, level: host::LogLevel, message: String) {
         let level = LogLevel::from(level);
         match level {
-            LogLevel::Debug => tracing::debug!(plugin = %self.plugin, "{message}"),
-            LogLevel::Info | LogLevel::Notice => tracing::info!(plugin = %self.plugin, "{message}"),
-            LogLevel::Warning => tracing::warn!(plugin = %self.plugin, "{message}"),
-            _ => tracing::error!(plugin = %self.plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin = %self.plugin.name, "{message}"),
+            LogLevel::Info | LogLevel::Notice => {
+                tracing::info!(plugin = %self.plugin.name, "{message}")
+            }
+            LogLevel::Warning => tracing::warn!(plugin = %self.plugin.name, "{message}"),
+            _ => tracing::error!(plugin = %self.plugin.name, "{message}"),
         }
-        self.events.log(level, &self.plugin, &message);
+        self.events.log(level, &self.plugin.name, &message);
     }
 
     fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
         self.events.progress(progress, total, message);
+    }
+}
+
+impl config::Host for GuestState {
+    fn get(&mut self, key: String) -> Option<String> {
+        self.plugin.config.get(&key).cloned()
     }
 }
 
@@ -94,10 +112,12 @@ impl From<host::LogLevel> for LogLevel {
     }
 }
 
-/// Adds WASI p2 and the `hangar:plugin/host` imports to a linker.
+/// Adds WASI p2 and the `hangar:plugin/host` and `config` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    config::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok(())
 }
@@ -141,4 +161,18 @@ impl ResourceLimiter for MemoryCap {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
+}
+
+/// A fresh store for one call of `plugin`, armed with `limits`.
+pub fn store(
+    engine: &wasmtime::Engine,
+    plugin: &PluginMeta,
+    limits: &crate::config::Limits,
+    cancel: &crate::pipeline::CancelToken,
+    events: EventSink,
+) -> wasmtime::Store<GuestState> {
+    let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events);
+    let mut store = wasmtime::Store::new(engine, state);
+    super::limits::arm(&mut store, limits, cancel);
+    store
 }

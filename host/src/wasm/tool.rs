@@ -1,17 +1,15 @@
 //! `ToolPlugin`: a loaded component of the `tool` world, ready to instantiate.
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::hangar::plugin::types as wit;
-use super::bindings::{Tool, ToolPre};
+use super::bindings::tool::hangar::plugin::types as wit;
+use super::bindings::tool::{Tool, ToolPre};
 use super::limits;
-use super::state::GuestState;
+use super::state::{self, GuestState, PluginMeta};
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::Limits;
 use crate::pipeline::{
@@ -22,13 +20,13 @@ use crate::pipeline::{
 /// A `tool`-world component: its name (the file stem) and its pre-linked
 /// instance template. Every call gets a fresh `Store` and instance from it.
 pub struct ToolPlugin {
-    name: Arc<str>,
+    meta: PluginMeta,
     pre: ToolPre<GuestState>,
 }
 
 impl ToolPlugin {
     pub fn new(
-        name: &str,
+        meta: PluginMeta,
         component: &Component,
         linker: &Linker<GuestState>,
     ) -> anyhow::Result<ToolPlugin> {
@@ -36,14 +34,11 @@ impl ToolPlugin {
             .instantiate_pre(component)
             .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
         let pre = ToolPre::new(pre).map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
-        Ok(ToolPlugin {
-            name: name.into(),
-            pre,
-        })
+        Ok(ToolPlugin { meta, pre })
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.meta.name
     }
 
     /// Asks the component which tools it offers.
@@ -53,7 +48,7 @@ impl ToolPlugin {
             .instantiate(limits, &cancel, EventSink::default())
             .await?;
         let defs = tool.call_list_tools(&mut store).await;
-        limits::log_stderr(&self.name, &store);
+        limits::log_stderr(&self.meta.name, &store);
         let defs =
             defs.map_err(|e| limits::classify(e, &store, Stage::Handler, limits, &cancel))?;
         defs.into_iter()
@@ -72,18 +67,11 @@ impl ToolPlugin {
         let (mut store, tool) = self
             .instantiate(limits, &cx.cancel, cx.events.clone())
             .await?;
-        let wit_cx = wit::CallContext {
-            trace_id: cx.trace_id.clone(),
-            session_id: cx.session_id.clone(),
-            principal: cx.principal.as_ref().map(|p| wit::Principal {
-                subject: p.subject.clone(),
-                claims: p.claims.to_string(),
-            }),
-        };
+        let wit_cx = wit_context(cx);
         let out = tool
             .call_call_tool(&mut store, &wit_cx, tool_name, &arguments.to_string())
             .await;
-        limits::log_stderr(&self.name, &store);
+        limits::log_stderr(&self.meta.name, &store);
         match out {
             Ok(Ok(result)) => call_result(result)
                 .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m)),
@@ -104,16 +92,26 @@ impl ToolPlugin {
         cancel: &CancelToken,
         events: EventSink,
     ) -> Result<(Store<GuestState>, Tool), CallError> {
-        let state = GuestState::new(self.name.clone(), limits.memory_bytes(), events);
-        let mut store = Store::new(self.pre.engine(), state);
-        limits::arm(&mut store, limits, cancel);
+        let mut store = state::store(self.pre.engine(), &self.meta, limits, cancel, events);
         match self.pre.instantiate_async(&mut store).await {
             Ok(tool) => Ok((store, tool)),
             Err(e) => {
-                tracing::warn!(plugin = %self.name, "instantiation failed: {e:?}");
+                tracing::warn!(plugin = %self.meta.name, "instantiation failed: {e:?}");
                 Err(limits::classify(e, &store, Stage::Handler, limits, cancel))
             }
         }
+    }
+}
+
+/// What a guest sees of a call.
+pub(super) fn wit_context(cx: &CallContext) -> wit::CallContext {
+    wit::CallContext {
+        trace_id: cx.trace_id.clone(),
+        session_id: cx.session_id.clone(),
+        principal: cx.principal.as_ref().map(|p| wit::Principal {
+            subject: p.subject.clone(),
+            claims: p.claims.to_string(),
+        }),
     }
 }
 

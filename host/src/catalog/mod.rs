@@ -7,10 +7,15 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+mod stages;
+
+pub use stages::{AuthStage, MapperStage, Stages};
+
 use crate::config::{Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
 use crate::pipeline::CallError;
-use crate::wasm::{Discovery, LoadFailure, ToolPlugin, plugin_name};
+use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
+use stages::Plugins;
 
 /// A tool as MCP's `tools/list` describes it.
 #[derive(Debug, Clone, Serialize)]
@@ -58,6 +63,8 @@ pub struct CatalogTool {
     pub limits: Limits,
     /// The file the tool came from, for messages.
     pub source: PathBuf,
+    /// Auth, mappers and the compiled input schema.
+    pub stages: Stages,
 }
 
 /// Tools by name, in a stable listing order.
@@ -80,21 +87,18 @@ impl Catalog {
     /// error naming both files; other problems are returned for reporting.
     pub async fn build(config: &Config, discovery: Discovery) -> anyhow::Result<Built> {
         let mut catalog = Catalog::default();
-        let loaded_names: HashSet<String> = discovery
-            .loaded
-            .iter()
-            .map(|l| plugin_name(&l.path))
-            .collect();
+        let loaded_names: HashSet<String> =
+            discovery.loaded.iter().map(|l| l.name.clone()).collect();
         let mut problems = discovery.failures;
-        for loaded in discovery.loaded {
-            let Some(plugin) = loaded.tool else { continue };
+        let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
+        for (loaded_path, plugin) in tool_plugins {
             let plugin = Arc::new(plugin);
             let plugin_limits = config.limits_for(plugin.name(), "");
             let defs = match plugin.list_tools(&plugin_limits).await {
                 Ok(defs) => defs,
                 Err(e) => {
                     problems.push(LoadFailure {
-                        path: loaded.path.clone(),
+                        path: loaded_path.clone(),
                         error: format!("list-tools failed: {e}"),
                     });
                     continue;
@@ -110,6 +114,16 @@ impl Catalog {
                     def.name = format!("{prefix}{}", def.name);
                 }
                 let limits = config.limits_for(plugin.name(), &def.name);
+                let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
+                    Ok(stages) => stages,
+                    Err(error) => {
+                        problems.push(LoadFailure {
+                            path: loaded_path.clone(),
+                            error,
+                        });
+                        continue;
+                    }
+                };
                 let tool = CatalogTool {
                     def,
                     backend: Backend::Wasm {
@@ -117,7 +131,8 @@ impl Catalog {
                         guest_name,
                     },
                     limits,
-                    source: loaded.path.clone(),
+                    source: loaded_path.clone(),
+                    stages,
                 };
                 catalog.insert(tool)?;
             }
@@ -138,7 +153,11 @@ impl Catalog {
                     error,
                 });
             }
-            catalog.insert(db_tool(cfg, db, config.limits))?;
+            let tool = db_tool(cfg, db, config.limits);
+            let stages = plugins
+                .stages_for(config, &cfg.name, &tool.def.input_schema)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            catalog.insert(CatalogTool { stages, ..tool })?;
         }
         problems.extend(catalog.config_problems(config, &loaded_names));
         Ok(Built { catalog, problems })
@@ -208,6 +227,7 @@ impl Catalog {
 
 /// The catalog entry of a DB tool: its schema comes from its declared inputs.
 fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
+    let stages = Stages::default();
     let annotations = if cfg.read_only {
         Annotations {
             read_only_hint: Some(true),
@@ -235,5 +255,6 @@ fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
         backend: Backend::Sql(Arc::new(db)),
         limits,
         source: PathBuf::from("hangar.toml"),
+        stages,
     }
 }

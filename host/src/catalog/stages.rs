@@ -1,0 +1,138 @@
+//! Wiring each tool to its stages: the auth check (its own or the server
+//! default), the input and output mappers (by config or by convention), and
+//! its compiled input schema.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::{AuthKeyword, AuthSetting, Config, Limits};
+use crate::pipeline::ArgsValidator;
+use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
+
+/// The auth stage of a tool.
+pub struct AuthStage {
+    pub plugin: Arc<AuthPlugin>,
+    /// The tool's `auth.policy`, as JSON text.
+    pub policy: String,
+    pub limits: Limits,
+}
+
+/// An input or output mapper of a tool.
+pub struct MapperStage {
+    pub plugin: Arc<MapperPlugin>,
+    pub limits: Limits,
+}
+
+/// Everything around a tool's execution.
+#[derive(Default)]
+pub struct Stages {
+    pub auth: Option<AuthStage>,
+    pub input_map: Option<MapperStage>,
+    pub output_map: Option<MapperStage>,
+    /// `None` only for tools built without a schema check (never in a served catalog).
+    pub validator: Option<ArgsValidator>,
+}
+
+/// The auth and mapper plugins that loaded, by name.
+pub struct Plugins {
+    auth: HashMap<String, Arc<AuthPlugin>>,
+    mappers: HashMap<String, Arc<MapperPlugin>>,
+    /// `plugins/mappers/<tool>.input.wasm` and `<tool>.output.wasm`, by file stem.
+    by_convention: HashMap<String, Arc<MapperPlugin>>,
+}
+
+impl Plugins {
+    /// Splits loaded plugins into tool plugins (returned with their paths) and the rest.
+    pub fn sort(loaded: Vec<LoadedPlugin>) -> (Plugins, Vec<(PathBuf, ToolPlugin)>) {
+        let mut plugins = Plugins {
+            auth: HashMap::new(),
+            mappers: HashMap::new(),
+            by_convention: HashMap::new(),
+        };
+        let mut tools = Vec::new();
+        for p in loaded {
+            match p.kind {
+                PluginKind::Tool(t) => tools.push((p.path, t)),
+                PluginKind::Auth(a) => {
+                    plugins.auth.insert(p.name, Arc::new(a));
+                }
+                PluginKind::Mapper(m) if p.by_convention => {
+                    plugins.by_convention.insert(p.name, Arc::new(m));
+                }
+                PluginKind::Mapper(m) => {
+                    plugins.mappers.insert(p.name, Arc::new(m));
+                }
+            }
+        }
+        (plugins, tools)
+    }
+
+    /// The stages of tool `name`. A stage naming a plugin that did not load
+    /// is an error: a tool never runs without the auth check it was given.
+    pub fn stages_for(
+        &self,
+        config: &Config,
+        name: &str,
+        schema: &Value,
+    ) -> Result<Stages, String> {
+        let tool_cfg = config.tool(name);
+        let auth = match tool_cfg.and_then(|t| t.auth.as_ref()) {
+            Some(AuthSetting::Keyword(AuthKeyword::None)) => None,
+            Some(AuthSetting::Plugin(a)) => Some(a),
+            None => config.auth.as_ref(),
+        };
+        let auth = match auth {
+            None => None,
+            Some(a) => {
+                let plugin = self.auth.get(&a.plugin).ok_or_else(|| {
+                    format!(
+                        "tool {name}: auth plugin {:?} did not load (or is not an auth component)",
+                        a.plugin
+                    )
+                })?;
+                Some(AuthStage {
+                    plugin: plugin.clone(),
+                    policy: Value::Object(a.policy.clone()).to_string(),
+                    limits: config.limits_for(&a.plugin, ""),
+                })
+            }
+        };
+        let mappers = tool_cfg.map(|t| &t.mappers);
+        let mapper =
+            |configured: Option<&String>, suffix: &str| -> Result<Option<MapperStage>, String> {
+                let (plugin_name, plugin) = match configured {
+                    Some(n) => (
+                        n.clone(),
+                        self.mappers.get(n).ok_or_else(|| {
+                            format!(
+                                "tool {name}: mapper plugin {n:?} did not load (or is not a mapper)"
+                            )
+                        })?,
+                    ),
+                    None => {
+                        let stem = format!("{name}.{suffix}");
+                        match self.by_convention.get(&stem) {
+                            Some(p) => (stem, p),
+                            None => return Ok(None),
+                        }
+                    }
+                };
+                Ok(Some(MapperStage {
+                    plugin: plugin.clone(),
+                    limits: config.limits_for(&plugin_name, ""),
+                }))
+            };
+        let input_map = mapper(mappers.and_then(|m| m.input.as_ref()), "input")?;
+        let output_map = mapper(mappers.and_then(|m| m.output.as_ref()), "output")?;
+        let validator = ArgsValidator::new(schema).map_err(|e| format!("tool {name}: {e}"))?;
+        Ok(Stages {
+            auth,
+            input_map,
+            output_map,
+            validator: Some(validator),
+        })
+    }
+}

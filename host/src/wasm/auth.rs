@@ -1,0 +1,105 @@
+//! `AuthPlugin`: a loaded component of the `auth` world.
+
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::auth::AuthPre;
+use super::bindings::tool::hangar::plugin::types as wit;
+use super::limits;
+use super::state::{self, GuestState, PluginMeta};
+use crate::config::Limits;
+use crate::pipeline::{
+    CallContext, CallError, ErrorKind, Principal, RequestInfo, Stage, Transport,
+};
+
+/// An auth check, instantiated fresh for every call it guards.
+pub struct AuthPlugin {
+    meta: PluginMeta,
+    pre: AuthPre<GuestState>,
+}
+
+impl AuthPlugin {
+    pub fn new(
+        meta: PluginMeta,
+        component: &Component,
+        linker: &Linker<GuestState>,
+    ) -> anyhow::Result<AuthPlugin> {
+        let pre = linker
+            .instantiate_pre(component)
+            .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
+        let pre = AuthPre::new(pre).map_err(|e| anyhow::anyhow!("not an auth component: {e:?}"))?;
+        Ok(AuthPlugin { meta, pre })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// Runs `authenticate`. A refusal is `Unauthorized` with a generic
+    /// message; the plugin's reason goes to the log only.
+    pub async fn authenticate(
+        &self,
+        tool: &str,
+        policy: &str,
+        cx: &CallContext,
+        limits: &Limits,
+    ) -> Result<Principal, CallError> {
+        let mut store = state::store(
+            self.pre.engine(),
+            &self.meta,
+            limits,
+            &cx.cancel,
+            cx.events.clone(),
+        );
+        let request = request_context(tool, cx);
+        let out = match self.pre.instantiate_async(&mut store).await {
+            Ok(auth) => auth.call_authenticate(&mut store, &request, policy).await,
+            Err(e) => Err(e),
+        };
+        limits::log_stderr(&self.meta.name, &store);
+        match out {
+            Ok(Ok(p)) => Ok(Principal {
+                claims: serde_json::from_str(&p.claims).unwrap_or(serde_json::Value::Null),
+                subject: p.subject,
+            }),
+            Ok(Err(e)) => {
+                tracing::info!(plugin = %self.meta.name, tool, trace_id = %cx.trace_id, "unauthorized: {}", e.message);
+                Err(CallError::new(
+                    Stage::Auth,
+                    ErrorKind::Unauthorized,
+                    "Unauthorized",
+                ))
+            }
+            Err(e) => {
+                let failure = limits::classify(e, &store, Stage::Auth, limits, &cx.cancel);
+                if failure.kind == ErrorKind::Cancelled {
+                    return Err(failure);
+                }
+                // A broken auth check denies: never let a call through on a trap.
+                tracing::warn!(plugin = %self.meta.name, tool, trace_id = %cx.trace_id, "auth check failed: {}", failure.message);
+                Err(CallError::new(
+                    Stage::Auth,
+                    ErrorKind::Unauthorized,
+                    "Unauthorized",
+                ))
+            }
+        }
+    }
+}
+
+fn request_context(tool: &str, cx: &CallContext) -> wit::RequestContext {
+    let default = RequestInfo::default();
+    let req = cx.request.as_deref().unwrap_or(&default);
+    wit::RequestContext {
+        tool: tool.to_string(),
+        transport: match req.transport {
+            Transport::Mcp => wit::Transport::Mcp,
+            Transport::Rest => wit::Transport::Rest,
+        },
+        method: req.method.clone(),
+        path: req.path.clone(),
+        headers: req.headers.clone(),
+        client_addr: req.client_addr.clone(),
+        session_id: cx.session_id.clone(),
+        trace_id: cx.trace_id.clone(),
+    }
+}
