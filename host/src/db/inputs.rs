@@ -208,7 +208,7 @@ mod tests {
         );
         assert!(
             inputs()
-                .validate(&obj(json!({ "id": 1.5 })))
+                .validate(&obj(json!({ "id": 1.5 })), None)
                 .unwrap_err()
                 .contains("expected integer, got number")
         );

@@ -21,7 +21,7 @@ struct Redact;
 
 fn secret_key(key: &str, extra: &[String]) -> bool {
     let k = key.to_ascii_lowercase();
-    SECRET_KEYS.iter().any(|s| k.contains(s)) || extra.iter().any(|e| k == *e)
+    SECRET_KEYS.iter().any(|s| k.contains(s)) || extra.contains(&k)
 }
 
 /// Replaces every e-mail address in `text` with `[redacted]`.
