@@ -23,6 +23,8 @@ WORK = Path(tempfile.mkdtemp(prefix="hangar-bench-"))
 
 ECHO_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
 ECHO_REST = '{"text":"hello"}'
+PIPE_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p4.echo","arguments":{"text":" Hello "}}}'
+API_KEY = "bench-key"
 DB_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench.item","arguments":{"id":%d}}}'
 DB_BASE = '{"id":%d}'
 
@@ -55,10 +57,11 @@ def rss_kib(pid):
     return 0
 
 
-def lua_script(name, body, unique=False):
+def lua_script(name, body, unique=False, headers=None):
     """A wrk script posting `body`; with `unique`, each request a new id."""
     lines = ['wrk.method = "POST"', 'wrk.headers["Content-Type"] = "application/json"',
              'wrk.headers["Accept"] = "application/json, text/event-stream"']
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items()]
     if unique:
         lines += ["local n = 0", "local tid = 0",
                   "function setup(thread) thread:set('tid', tid); tid = tid + 1 end",
@@ -103,6 +106,18 @@ def drive(url, script, calls, connections):
     return sent
 
 
+def check_once(url, body, headers=None):
+    """One request by hand first: a scenario must measure successes, and a
+    JSON-RPC error also comes with HTTP 200."""
+    import json
+    req = urllib.request.Request(url, data=body.encode(), method="POST", headers={
+        "content-type": "application/json", "accept": "application/json, text/event-stream", **(headers or {})})
+    reply = json.loads(urllib.request.urlopen(req).read())
+    result = reply.get("result", reply)
+    if "error" in reply or result.get("isError"):
+        raise SystemExit(f"{url} answered an error: {reply}")
+
+
 class Proc:
     def __init__(self, args, health, env=None, cwd=None):
         self.log = open(WORK / f"{Path(args[0]).name}-{time.monotonic_ns()}.log", "w")
@@ -137,6 +152,16 @@ use = "bench"
 statement = "SELECT id, name FROM bench_items WHERE id = {{{{ inputs.id }}}}"
 inputs.id = {{ type = "integer", required = true }}
 cache = {{ ttl = "600s" }}
+
+# The 4-stage pipeline: auth + input mapper + echo + output mapper.
+[plugins.api-key]
+config = {{ keys = "bench={API_KEY}" }}
+[plugins.echo4]
+prefix = "p4."
+[[tools]]
+name = "p4.echo"
+auth = {{ plugin = "api-key" }}
+mappers = {{ input = "normalize", output = "redact" }}
 {extra}
 """)
     return cfg
@@ -193,7 +218,9 @@ def main():
          "INSERT INTO bench_items SELECT g, 'item ' || g FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING")
     plugins = WORK / "plugins"
     plugins.mkdir()
-    shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo.wasm")
+    for name in ("echo", "api-key", "normalize", "redact"):
+        shutil.copy(ROOT / f"plugins/{name}.wasm", plugins / f"{name}.wasm")
+    shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4.wasm")
     cache = WORK / "cache"
 
     hangar = start_hangar(plugins, cache)
@@ -202,11 +229,20 @@ def main():
                     f"http://127.0.0.1:{base_port}/echo")
     base = f"http://127.0.0.1:{base_port}"
 
+    first_id = DB_MCP % 1
+    check_once(hangar.url + "/mcp", ECHO_MCP)
+    check_once(hangar.url + "/tools/echo/call", ECHO_REST)
+    check_once(hangar.url + "/mcp", PIPE_MCP, {"x-api-key": API_KEY})
+    check_once(hangar.url + "/mcp", first_id)
+    check_once(base + "/query", DB_BASE % 1)
     scenarios = [
         ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("Rust wasm echo, REST POST /tools/echo/call", hangar.url + "/tools/echo/call",
          lua_script("echo-rest", ECHO_REST), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("4-stage pipeline (api-key auth, normalize, echo, redact), MCP", hangar.url + "/mcp",
+         lua_script("pipe-mcp", PIPE_MCP, headers={"x-api-key": API_KEY}),
+         "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("DB tool, cache hit, MCP", hangar.url + "/mcp", lua_script("db-hit", DB_MCP % 7),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("DB tool, cache miss (unique ids), MCP", hangar.url + "/mcp", lua_script("db-miss", DB_MCP, unique=True),

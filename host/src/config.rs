@@ -66,6 +66,12 @@ pub struct ServerConfig {
     /// Tools per `tools/list` page.
     pub page_size: usize,
     pub errors: ErrorStyle,
+    /// `false` refuses every REST call with 403 (the explorer page says so).
+    pub allow_execute: bool,
+    /// Serve the tool explorer page at `/ui`.
+    pub ui: bool,
+    /// Give every call a trace id (or honour an incoming `traceparent`).
+    pub trace_ids: bool,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +86,9 @@ impl Default for ServerConfig {
             max_instances: 256,
             page_size: 100,
             errors: ErrorStyle::Jsonrpc,
+            allow_execute: true,
+            ui: true,
+            trace_ids: true,
         }
     }
 }

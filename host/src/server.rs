@@ -29,9 +29,15 @@ pub fn app(hangar: &Hangar) -> Router {
         (*policy).clone(),
         server.page_size.max(1),
         server.errors,
+        server.trace_ids,
     ));
-    let rest = rest::router(hangar.pipeline.clone())
-        .layer(middleware::from_fn_with_state(policy, origin_guard));
+    let rest = rest::router(rest::Rest {
+        pipeline: hangar.pipeline.clone(),
+        allow_execute: server.allow_execute,
+        trace_ids: server.trace_ids,
+        ui: server.ui,
+    })
+    .layer(middleware::from_fn_with_state(policy, origin_guard));
     let health = Arc::new(Health {
         pipeline: hangar.pipeline.clone(),
         problems: hangar.problems.clone(),

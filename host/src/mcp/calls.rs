@@ -64,7 +64,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     let sse = req.accepts_sse();
     let (tx, rx) = mpsc::unbounded_channel();
     let traceparent = req.headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let mut cx = CallContext::new(traceparent);
+    let mut cx = CallContext::traced(traceparent, st.trace_ids);
     cx.session_id = req.session.as_ref().map(|s| s.id.clone());
     cx.request = Some(Arc::new(RequestInfo::new(
         Transport::Mcp,
@@ -144,7 +144,11 @@ pub(super) fn call_error(e: &CallError, trace_id: &str) -> RpcError {
     RpcError {
         code,
         message: e.to_string(),
-        data: Some(json!({ "stage": e.stage.as_str(), "trace_id": trace_id })),
+        data: Some(if trace_id.is_empty() {
+            json!({ "stage": e.stage.as_str() })
+        } else {
+            json!({ "stage": e.stage.as_str(), "trace_id": trace_id })
+        }),
     }
 }
 

@@ -37,6 +37,7 @@ pub struct McpState {
     pub policy: OriginPolicy,
     pub page_size: usize,
     pub errors: ErrorStyle,
+    pub trace_ids: bool,
     sessions: Sessions,
 }
 
@@ -46,12 +47,14 @@ impl McpState {
         policy: OriginPolicy,
         page_size: usize,
         errors: ErrorStyle,
+        trace_ids: bool,
     ) -> McpState {
         McpState {
             pipeline,
             policy,
             page_size,
             errors,
+            trace_ids,
             sessions: Sessions::default(),
         }
     }

@@ -188,6 +188,16 @@ pub struct CallContext {
 }
 
 impl CallContext {
+    /// A context with the trace id of an incoming W3C `traceparent`, a fresh
+    /// one, or none when trace ids are off.
+    pub fn traced(traceparent: Option<&str>, trace_ids: bool) -> CallContext {
+        if trace_ids {
+            CallContext::new(traceparent)
+        } else {
+            CallContext::default()
+        }
+    }
+
     /// A context with a fresh trace id, or the one of an incoming W3C `traceparent`.
     pub fn new(traceparent: Option<&str>) -> CallContext {
         CallContext {

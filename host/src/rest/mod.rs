@@ -1,4 +1,8 @@
-//! The REST surface: `GET /tools`, `GET /tools/{name}`, `POST /tools/{name}/call`.
+//! The REST surface: `GET /tools`, `GET /tools/{name}`,
+//! `POST /tools/{name}/call`, `GET /openapi.json`, and the explorer page at `/ui`.
+
+mod explorer;
+mod openapi;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,12 +22,38 @@ use crate::pipeline::{
     CallContext, CallError, ErrorKind, Pipeline, RequestInfo, ToolResult, Transport,
 };
 
-pub fn router(pipeline: Pipeline) -> Router {
-    Router::new()
+/// What the REST handlers share.
+pub struct Rest {
+    pub pipeline: Pipeline,
+    /// `false` answers every call with 403 (the catalog stays browsable).
+    pub allow_execute: bool,
+    /// `false`: no trace ids are made, and results carry no `_meta`.
+    pub trace_ids: bool,
+    /// Serve the explorer page at `/ui`.
+    pub ui: bool,
+}
+
+pub fn router(rest: Rest) -> Router {
+    let ui = rest.ui;
+    let router = Router::new()
         .route("/tools", get(list))
         .route("/tools/{name}", get(describe))
         .route("/tools/{name}/call", post(call))
-        .with_state(Arc::new(pipeline))
+        .route("/openapi.json", get(openapi_json));
+    let router = if ui {
+        router.route("/ui", get(explorer_page))
+    } else {
+        router
+    };
+    router.with_state(Arc::new(rest))
+}
+
+async fn openapi_json(State(rest): State<Arc<Rest>>) -> Response {
+    Json(openapi::document(rest.pipeline.catalog())).into_response()
+}
+
+async fn explorer_page(State(rest): State<Arc<Rest>>) -> Response {
+    explorer::page(rest.allow_execute)
 }
 
 /// A catalog entry as `GET /tools` lists it.
@@ -37,8 +67,9 @@ struct Summary<'a> {
     annotations: Option<&'a Annotations>,
 }
 
-async fn list(State(p): State<Arc<Pipeline>>) -> Response {
-    let tools: Vec<Summary> = p
+async fn list(State(rest): State<Arc<Rest>>) -> Response {
+    let tools: Vec<Summary> = rest
+        .pipeline
         .catalog()
         .tools()
         .iter()
@@ -52,33 +83,42 @@ async fn list(State(p): State<Arc<Pipeline>>) -> Response {
     Json(tools).into_response()
 }
 
-async fn describe(State(p): State<Arc<Pipeline>>, Path(name): Path<String>) -> Response {
-    match p.catalog().resolve(&name) {
+async fn describe(State(rest): State<Arc<Rest>>, Path(name): Path<String>) -> Response {
+    match rest.pipeline.catalog().resolve(&name) {
         Ok(tool) => Json(&tool.def).into_response(),
         Err(e) => error(StatusCode::NOT_FOUND, &e.message),
     }
 }
 
-/// A `CallToolResult` with the trace id in `_meta`.
+/// A `CallToolResult` with the trace id in `_meta` (no `_meta` without one).
 #[derive(Serialize)]
 struct Traced<'a> {
     #[serde(flatten)]
     result: &'a ToolResult,
-    #[serde(rename = "_meta")]
-    meta: Value,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<Value>,
 }
 
+/// Preconditions in order: execution allowed, tool known, body (non-JSON is
+/// `{}`), auth; then the pipeline.
 async fn call(
-    State(p): State<Arc<Pipeline>>,
+    State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if !rest.allow_execute {
+        return error(StatusCode::FORBIDDEN, "Tool execution is disabled.");
+    }
+    let p = &rest.pipeline;
+    if let Err(e) = p.catalog().resolve(&name) {
+        return error(StatusCode::NOT_FOUND, &e.message);
+    }
     // A body that is not JSON is taken as no arguments.
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let mut cx = CallContext::new(traceparent);
+    let mut cx = CallContext::traced(traceparent, rest.trace_ids);
     let path = format!("/tools/{name}/call");
     cx.request = Some(Arc::new(RequestInfo::new(
         Transport::Rest,
@@ -116,7 +156,7 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
 fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
     let body = Traced {
         result,
-        meta: json!({ "_trace_id": trace_id }),
+        meta: (!trace_id.is_empty()).then(|| json!({ "_trace_id": trace_id })),
     };
     (status, Json(body)).into_response()
 }

@@ -1,0 +1,125 @@
+"""REST preconditions, the OpenAPI document, and the explorer page at /ui
+driven in headless Chromium (Debian's, through Playwright)."""
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import ROOT, Server, plugin_path
+
+SCREENSHOTS = ROOT / "target" / "ui-screenshots"
+
+CONFIG = """
+[plugins.api-key]
+config = { keys = "tester=right-key" }
+[plugins.secure]
+prefix = "secure."
+[[tools]]
+name = "secure.echo"
+auth = { plugin = "api-key" }
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, shared_cache):
+    s = Server(tmp_path_factory.mktemp("ui"), ["echo", "everything", "misbehave", "api-key"], CONFIG, shared_cache)
+    shutil.copy(plugin_path("echo"), s.plugins_dir / "secure.wasm")
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_execution_disabled_is_403_before_anything_else(start_server):
+    s = start_server(plugins=("echo",), config="allow_execute = false\n")
+    for name in ("echo", "no-such-tool"):
+        r = httpx.post(f"{s.url}/tools/{name}/call", json={"text": "x"})
+        assert r.status_code == 403 and r.json() == {"error": "Tool execution is disabled."}
+    assert httpx.get(s.url + "/tools").status_code == 200
+    page = httpx.get(s.url + "/ui").text
+    assert '{"allowExecute": false}' in page
+
+
+def test_ui_can_be_turned_off(start_server):
+    s = start_server(plugins=("echo",), config="ui = false\n")
+    assert httpx.get(s.url + "/ui").status_code == 404
+
+
+def test_no_trace_id_means_no_meta_key(start_server):
+    s = start_server(plugins=("echo",), config="trace_ids = false\n")
+    body = httpx.post(s.url + "/tools/echo/call", json={"text": "x"}).json()
+    assert "_meta" not in body and body["content"][0]["text"] == "x"
+
+
+def test_openapi_document_validates(server):
+    from openapi_spec_validator import validate
+
+    doc = httpx.get(server.url + "/openapi.json").json()
+    validate(doc)
+    call = doc["paths"]["/tools/echo/call"]["post"]
+    assert call["requestBody"]["content"]["application/json"]["schema"]["required"] == ["text"]
+    assert set(call["responses"]) == {"200", "401", "403", "404", "500"}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    assert Path(chromium).exists(), "scripts/test installs Debian's chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+def test_explorer_page_lists_fills_calls_and_renders(server, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    page.goto(server.url + "/ui")
+    page.wait_for_selector('#tools li[data-tool="echo"]')
+
+    # The search box filters.
+    page.fill("#search", "png")
+    assert page.locator("#tools li").count() == 1
+    page.fill("#search", "")
+
+    # echo: a form from its schema, called, the text shown with a trace id.
+    page.click('#tools li[data-tool="echo"]')
+    page.fill("#f-text", "hello from the browser")
+    page.fill("#f-times", "2")
+    page.click("#call")
+    page.wait_for_selector("#outcome")
+    assert page.locator("#outcome .text").inner_text() == "hello from the browser hello from the browser"
+    assert "trace id" in page.locator("#outcome .trace").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "echo.png"), full_page=True)
+
+    # An image result is rendered as an <img>.
+    page.click('#tools li[data-tool="test_image_content"]')
+    page.click("#call")
+    page.wait_for_selector("#outcome img")
+    assert page.locator("#outcome img").get_attribute("src").startswith("data:image/png;base64,")
+
+    # A tool error is marked.
+    page.click('#tools li[data-tool="test_error_handling"]')
+    page.click("#call")
+    page.wait_for_selector("#outcome.error")
+
+    # A wrong API key gets the 401, a right one goes through.
+    page.click("#auth summary")
+    page.fill("#headers", "x-api-key: wrong-key")
+    page.click('#tools li[data-tool="secure.echo"]')
+    page.fill("#f-text", "secret")
+    page.click("#call")
+    page.wait_for_selector("#outcome.error")
+    assert "HTTP 401" in page.locator("#outcome .status").inner_text()
+    assert "Unauthorized" in page.locator("#outcome").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "unauthorized.png"), full_page=True)
+    page.fill("#headers", "x-api-key: right-key")
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    assert page.locator("#outcome .text").inner_text() == "secret"
+    page.close()
