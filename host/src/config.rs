@@ -72,6 +72,18 @@ pub struct ServerConfig {
     pub ui: bool,
     /// Give every call a trace id (or honour an incoming `traceparent`).
     pub trace_ids: bool,
+    /// What `tools/list` shows: every tool, only the meta-tools
+    /// (`search_tools`, `read_tool`, `call_tool`), or both.
+    pub catalog: CatalogMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogMode {
+    #[default]
+    Full,
+    Meta,
+    Both,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +101,7 @@ impl Default for ServerConfig {
             allow_execute: true,
             ui: true,
             trace_ids: true,
+            catalog: CatalogMode::Full,
         }
     }
 }
@@ -177,6 +190,9 @@ pub struct ToolConfig {
     /// Mapper plugins for the arguments and the result.
     #[serde(default)]
     pub mappers: MapperConfig,
+    /// Only callers whose claims match see and may call the tool, e.g.
+    /// `{ role = ["admin"] }` (every key must match one listed value).
+    pub visible_to: Option<BTreeMap<String, Vec<String>>>,
     /// Run inside a read-only transaction (DB tools; default true).
     #[serde(default = "yes")]
     pub read_only: bool,

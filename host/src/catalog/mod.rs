@@ -7,13 +7,14 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+mod search;
 mod stages;
 
 pub use stages::{AuthStage, MapperStage, Stages};
 
-use crate::config::{Config, Limits, ToolConfig};
+use crate::config::{CatalogMode, Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
-use crate::pipeline::CallError;
+use crate::pipeline::{CallError, Principal};
 use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
@@ -67,11 +68,15 @@ pub struct CatalogTool {
     pub stages: Stages,
 }
 
-/// Tools by name, in a stable listing order.
+/// Tools by name, in a stable listing order, with their search index.
 #[derive(Default)]
 pub struct Catalog {
     by_name: HashMap<String, Arc<CatalogTool>>,
     order: Vec<Arc<CatalogTool>>,
+    search: Option<search::ToolSearch>,
+    mode: CatalogMode,
+    /// The server-wide auth check: who is asking, for per-principal listings.
+    default_auth: Option<AuthStage>,
 }
 
 /// A catalog and the problems met while building it.
@@ -160,6 +165,17 @@ impl Catalog {
             catalog.insert(CatalogTool { stages, ..tool })?;
         }
         problems.extend(catalog.config_problems(config, &loaded_names));
+        catalog.default_auth = plugins
+            .default_auth(config)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        catalog.mode = config.server.catalog;
+        catalog.search = Some(search::ToolSearch::new(catalog.order.iter().map(|t| {
+            (
+                t.def.name.as_str(),
+                t.def.title.as_deref(),
+                t.def.description.as_str(),
+            )
+        })));
         Ok(Built { catalog, problems })
     }
 
@@ -216,6 +232,48 @@ impl Catalog {
                 Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
                 Backend::Wasm { .. } => None,
             })
+            .collect()
+    }
+
+    pub fn mode(&self) -> CatalogMode {
+        self.mode
+    }
+
+    pub fn default_auth(&self) -> Option<&AuthStage> {
+        self.default_auth.as_ref()
+    }
+
+    /// Whether any tool is shown only to some callers.
+    pub fn has_restricted(&self) -> bool {
+        self.order.iter().any(|t| t.stages.visible_to.is_some())
+    }
+
+    /// The tools a caller with `principal` may see, in listing order.
+    pub fn visible<'a>(
+        &'a self,
+        principal: Option<&'a Principal>,
+    ) -> impl Iterator<Item = &'a Arc<CatalogTool>> {
+        self.order
+            .iter()
+            .filter(move |t| t.stages.visible(principal))
+    }
+
+    /// Tools matching `query`, best first, that `principal` may see.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        principal: Option<&Principal>,
+    ) -> Vec<(Arc<CatalogTool>, f32)> {
+        let Some(index) = &self.search else {
+            return Vec::new();
+        };
+        index
+            .search(query)
+            .into_iter()
+            .filter_map(|(i, score)| self.order.get(i).map(|t| (t.clone(), score)))
+            .filter(|(t, _)| t.stages.visible(principal))
+            .take(limit)
             .collect()
     }
 

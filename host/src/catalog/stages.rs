@@ -2,14 +2,14 @@
 //! default), the input and output mappers (by config or by convention), and
 //! its compiled input schema.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::config::{AuthKeyword, AuthSetting, Config, Limits};
-use crate::pipeline::ArgsValidator;
+use crate::pipeline::{ArgsValidator, Principal};
 use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
 /// The auth stage of a tool.
@@ -34,6 +34,29 @@ pub struct Stages {
     pub output_map: Option<MapperStage>,
     /// `None` only for tools built without a schema check (never in a served catalog).
     pub validator: Option<ArgsValidator>,
+    /// Claims a caller needs to see and call the tool; `None`: everyone.
+    pub visible_to: Option<BTreeMap<String, Vec<String>>>,
+}
+
+impl Stages {
+    /// Whether a caller with `principal` may see the tool.
+    pub fn visible(&self, principal: Option<&Principal>) -> bool {
+        let Some(rules) = &self.visible_to else {
+            return true;
+        };
+        let Some(claims) = principal.map(|p| &p.claims) else {
+            return false;
+        };
+        rules
+            .iter()
+            .all(|(claim, allowed)| match claims.get(claim) {
+                Some(Value::String(s)) => allowed.contains(s),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .any(|v| v.as_str().is_some_and(|s| allowed.iter().any(|a| a == s))),
+                _ => false,
+            })
+    }
 }
 
 /// The auth and mapper plugins that loaded, by name.
@@ -133,6 +156,23 @@ impl Plugins {
             input_map,
             output_map,
             validator: Some(validator),
+            visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
         })
+    }
+
+    /// The server-wide `[auth]` check, which also tells who is listing the catalog.
+    pub fn default_auth(&self, config: &Config) -> Result<Option<AuthStage>, String> {
+        let Some(a) = &config.auth else {
+            return Ok(None);
+        };
+        let plugin = self
+            .auth
+            .get(&a.plugin)
+            .ok_or_else(|| format!("[auth]: auth plugin {:?} did not load", a.plugin))?;
+        Ok(Some(AuthStage {
+            plugin: plugin.clone(),
+            policy: Value::Object(a.policy.clone()).to_string(),
+            limits: config.limits_for(&a.plugin, ""),
+        }))
     }
 }

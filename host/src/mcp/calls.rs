@@ -2,7 +2,6 @@
 //! stream when the call reports progress or logs before its result.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
@@ -17,8 +16,7 @@ use super::session::InFlight;
 use super::{McpState, Request, json_response, reply_error};
 use crate::config::ErrorStyle;
 use crate::pipeline::{
-    CallContext, CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, RequestInfo, Stage,
-    ToolResult, Transport,
+    CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, Stage, ToolResult,
 };
 
 type CallOutcome = Result<ToolResult, CallError>;
@@ -63,16 +61,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
 
     let sse = req.accepts_sse();
     let (tx, rx) = mpsc::unbounded_channel();
-    let traceparent = req.headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let mut cx = CallContext::traced(traceparent, st.trace_ids);
-    cx.session_id = req.session.as_ref().map(|s| s.id.clone());
-    cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Mcp,
-        "POST",
-        "/mcp",
-        req.headers,
-        Some(req.client),
-    )));
+    let mut cx = req.context(st);
     let min_log = req
         .session
         .as_ref()

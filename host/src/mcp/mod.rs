@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
 use crate::config::ErrorStyle;
-use crate::pipeline::{LogLevel, Pipeline};
+use crate::pipeline::{CallContext, LogLevel, Pipeline, RequestInfo, Transport};
 use guard::Refusal;
 use jsonrpc::{Incoming, RpcError};
 use session::{Session, Sessions};
@@ -117,7 +117,7 @@ async fn post_mcp(
             };
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
-                "tools/list" => tools_list(&st, &request),
+                "tools/list" => tools_list(&st, &request).await,
                 "tools/call" => calls::tools_call(&st, request).await,
                 "logging/setLevel" => set_level(&request),
                 _ => reply_error(
@@ -142,6 +142,24 @@ struct Request<'a> {
 }
 
 impl Request<'_> {
+    /// A call context for this request: trace id, session, what the auth stage sees.
+    fn context(&self, st: &McpState) -> CallContext {
+        let traceparent = self
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok());
+        let mut cx = CallContext::traced(traceparent, st.trace_ids);
+        cx.session_id = self.session.as_ref().map(|s| s.id.clone());
+        cx.request = Some(Arc::new(RequestInfo::new(
+            Transport::Mcp,
+            "POST",
+            "/mcp",
+            self.headers,
+            Some(self.client),
+        )));
+        cx
+    }
+
     fn accepts_sse(&self) -> bool {
         self.headers
             .get_all(ACCEPT)
@@ -178,7 +196,7 @@ fn notification(session: Option<&Session>, method: &str, params: &Map<String, Va
     }
 }
 
-fn tools_list(st: &McpState, req: &Request) -> Response {
+async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let start = match req.params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(cursor) => match cursor.as_str().and_then(decode_cursor) {
@@ -186,12 +204,13 @@ fn tools_list(st: &McpState, req: &Request) -> Response {
             None => return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor")),
         },
     };
-    let tools = st.pipeline.catalog().tools();
+    let principal = st.pipeline.listing_principal(&req.context(st)).await;
+    let tools = st.pipeline.listed(principal.as_ref());
     if start > tools.len() {
         return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor"));
     }
     let end = (start + st.page_size).min(tools.len());
-    let page: Vec<_> = tools[start..end].iter().map(|t| &t.def).collect();
+    let page = &tools[start..end];
     let mut result = json!({ "tools": page });
     if end < tools.len() {
         result["nextCursor"] = Value::String(B64.encode(format!("offset:{end}")));

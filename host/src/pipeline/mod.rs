@@ -4,6 +4,7 @@
 
 mod context;
 mod error;
+pub mod meta;
 mod result;
 mod validate;
 
@@ -44,16 +45,36 @@ impl Pipeline {
         args: Value,
         cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
+        if meta::is_meta(self.catalog.mode(), name) {
+            return self.call_meta(name, args, cx).await;
+        }
         let tool = self.catalog.resolve(name)?;
         let stages = &tool.stages;
 
         proceed(cx, Stage::Auth)?;
-        if let Some(auth) = &stages.auth {
-            let principal = auth
+        // A tool shown only to some callers needs to know who calls, and
+        // answers exactly as an unknown tool to anyone else.
+        let hidden = stages.visible_to.is_some();
+        let default_auth = if hidden {
+            self.catalog.default_auth()
+        } else {
+            None
+        };
+        if let Some(auth) = stages.auth.as_ref().or(default_auth) {
+            match auth
                 .plugin
                 .authenticate(name, &auth.policy, cx, &auth.limits)
-                .await?;
-            cx.principal = Some(principal);
+                .await
+            {
+                Ok(principal) => cx.principal = Some(principal),
+                Err(e) if hidden && e.kind == ErrorKind::Unauthorized => {
+                    return Err(CallError::not_found(name));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !stages.visible(cx.principal.as_ref()) {
+            return Err(CallError::not_found(name));
         }
 
         proceed(cx, Stage::InputMap)?;
@@ -101,6 +122,40 @@ impl Pipeline {
                 })
             }
         }
+    }
+}
+
+impl Pipeline {
+    /// Who is asking for a listing, when the catalog shows some tools only to
+    /// some callers: the server-wide auth check's principal, if it accepts.
+    pub async fn listing_principal(&self, cx: &CallContext) -> Option<Principal> {
+        if !self.catalog.has_restricted() {
+            return None;
+        }
+        let auth = self.catalog.default_auth()?;
+        auth.plugin
+            .authenticate("", &auth.policy, cx, &auth.limits)
+            .await
+            .ok()
+    }
+
+    /// The definitions `tools/list` shows a caller, in order.
+    pub fn listed<'a>(
+        &'a self,
+        principal: Option<&'a Principal>,
+    ) -> Vec<&'a crate::catalog::ToolDef> {
+        use crate::config::CatalogMode;
+        let mode = self.catalog.mode();
+        let mut listed: Vec<&'a crate::catalog::ToolDef> = Vec::new();
+        if mode != CatalogMode::Full {
+            for def in meta::definitions() {
+                listed.push(def);
+            }
+        }
+        if mode != CatalogMode::Meta {
+            listed.extend(self.catalog.visible(principal).map(|t| &t.def));
+        }
+        listed
     }
 }
 

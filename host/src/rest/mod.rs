@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::Annotations;
 use crate::pipeline::{
-    CallContext, CallError, ErrorKind, Pipeline, RequestInfo, ToolResult, Transport,
+    CallContext, CallError, ErrorKind, Pipeline, RequestInfo, ToolResult, Transport, meta,
 };
 
 /// What the REST handlers share.
@@ -67,26 +67,55 @@ struct Summary<'a> {
     annotations: Option<&'a Annotations>,
 }
 
-async fn list(State(rest): State<Arc<Rest>>) -> Response {
+/// A context for a REST request, as the auth stage sees it.
+fn context(rest: &Rest, path: &str, headers: &HeaderMap, client: SocketAddr) -> CallContext {
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    let mut cx = CallContext::traced(traceparent, rest.trace_ids);
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "GET",
+        path,
+        headers,
+        Some(client),
+    )));
+    cx
+}
+
+async fn list(
+    State(rest): State<Arc<Rest>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let principal = rest
+        .pipeline
+        .listing_principal(&context(&rest, "/tools", &headers, client))
+        .await;
     let tools: Vec<Summary> = rest
         .pipeline
-        .catalog()
-        .tools()
-        .iter()
-        .map(|t| Summary {
-            name: &t.def.name,
-            description: &t.def.description,
-            input_schema: &t.def.input_schema,
-            annotations: t.def.annotations.as_ref(),
+        .listed(principal.as_ref())
+        .into_iter()
+        .map(|d| Summary {
+            name: &d.name,
+            description: &d.description,
+            input_schema: &d.input_schema,
+            annotations: d.annotations.as_ref(),
         })
         .collect();
     Json(tools).into_response()
 }
 
-async fn describe(State(rest): State<Arc<Rest>>, Path(name): Path<String>) -> Response {
-    match rest.pipeline.catalog().resolve(&name) {
-        Ok(tool) => Json(&tool.def).into_response(),
-        Err(e) => error(StatusCode::NOT_FOUND, &e.message),
+async fn describe(
+    State(rest): State<Arc<Rest>>,
+    Path(name): Path<String>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let cx = context(&rest, &format!("/tools/{name}"), &headers, client);
+    let principal = rest.pipeline.listing_principal(&cx).await;
+    let listed = rest.pipeline.listed(principal.as_ref());
+    match listed.into_iter().find(|d| d.name == name) {
+        Some(def) => Json(def).into_response(),
+        None => error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message),
     }
 }
 
@@ -112,7 +141,9 @@ async fn call(
         return error(StatusCode::FORBIDDEN, "Tool execution is disabled.");
     }
     let p = &rest.pipeline;
-    if let Err(e) = p.catalog().resolve(&name) {
+    if let Err(e) = p.catalog().resolve(&name)
+        && !meta::is_meta(p.catalog().mode(), &name)
+    {
         return error(StatusCode::NOT_FOUND, &e.message);
     }
     // A body that is not JSON is taken as no arguments.

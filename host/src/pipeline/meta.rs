@@ -1,0 +1,167 @@
+//! The meta-tools for large catalogs: `search_tools`, `read_tool` and
+//! `call_tool`. They run in the host, see only what the caller may see, and
+//! `call_tool` sends the inner call through the whole pipeline.
+
+use std::sync::LazyLock;
+
+use serde_json::{Value, json};
+
+use super::{ArgsValidator, CallContext, CallError, Content, Pipeline, Principal, ToolResult};
+use crate::catalog::{Annotations, ToolDef};
+use crate::config::CatalogMode;
+
+pub const SEARCH: &str = "search_tools";
+pub const READ: &str = "read_tool";
+pub const CALL: &str = "call_tool";
+
+struct Meta {
+    def: ToolDef,
+    validator: ArgsValidator,
+}
+
+fn meta(name: &str, description: &str, schema: Value, read_only: bool) -> Meta {
+    Meta {
+        validator: ArgsValidator::new(&schema).expect("meta-tool schemas are valid"),
+        def: ToolDef {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            input_schema: schema,
+            output_schema: None,
+            annotations: Some(Annotations {
+                read_only_hint: Some(read_only),
+                ..Annotations::default()
+            }),
+        },
+    }
+}
+
+static METAS: LazyLock<[Meta; 3]> = LazyLock::new(|| {
+    [
+        meta(
+            SEARCH,
+            "Find tools by what they do. Answers the best matches with their names (paths), titles, descriptions and whether they are destructive; read one with read_tool, run it with call_tool.",
+            json!({ "type": "object", "properties": {
+                "query": { "type": "string", "description": "What you want to do, in words" },
+                "limit": { "type": "integer", "minimum": 1, "maximum": 50, "default": 5 }
+            }, "required": ["query"] }),
+            true,
+        ),
+        meta(
+            READ,
+            "Describe one tool: its input and output schemas, annotations (destructive or not) and the auth it needs.",
+            json!({ "type": "object", "properties": {
+                "path": { "type": "string", "description": "The tool's name, e.g. billing.invoices.get" }
+            }, "required": ["path"] }),
+            true,
+        ),
+        meta(
+            CALL,
+            "Run one tool by its path with its arguments (omitted: {}). Fails as a result with isError and the text \"Error: <message>\".",
+            json!({ "type": "object", "properties": {
+                "path": { "type": "string", "description": "The tool's name" },
+                "arguments": { "type": "object", "description": "The tool's arguments" }
+            }, "required": ["path"] }),
+            false,
+        ),
+    ]
+});
+
+/// The meta-tool definitions, for `tools/list`.
+pub fn definitions() -> impl Iterator<Item = &'static ToolDef> {
+    METAS.iter().map(|m| &m.def)
+}
+
+/// Whether `name` is a meta-tool in this catalog mode.
+pub fn is_meta(mode: CatalogMode, name: &str) -> bool {
+    mode != CatalogMode::Full && METAS.iter().any(|m| m.def.name == name)
+}
+
+fn json_result(value: Value) -> ToolResult {
+    ToolResult {
+        content: vec![Content::Text {
+            text: value.to_string(),
+        }],
+        structured_content: Some(value),
+        is_error: false,
+    }
+}
+
+impl Pipeline {
+    /// Runs a meta-tool (`is_meta` said it is one).
+    pub(super) async fn call_meta(
+        &self,
+        name: &str,
+        args: Value,
+        cx: &mut CallContext,
+    ) -> Result<ToolResult, CallError> {
+        let m = METAS
+            .iter()
+            .find(|m| m.def.name == name)
+            .expect("a meta-tool");
+        let args = m.validator.validate(args)?;
+        let principal = self.listing_principal(cx).await;
+        match name {
+            SEARCH => Ok(self.search_tools(&args, principal.as_ref())),
+            READ => Ok(self.read_tool(&args, principal.as_ref())),
+            _ => Ok(self.call_tool(args, cx).await),
+        }
+    }
+
+    fn search_tools(&self, args: &Value, principal: Option<&Principal>) -> ToolResult {
+        let query = args["query"].as_str().unwrap_or_default();
+        let limit = args["limit"].as_u64().unwrap_or(5) as usize;
+        let results: Vec<Value> = self
+            .catalog()
+            .search(query, limit, principal)
+            .into_iter()
+            .map(|(tool, score)| {
+                let a = tool.def.annotations.clone().unwrap_or_default();
+                json!({
+                    "path": tool.def.name,
+                    "title": tool.def.title,
+                    "description": tool.def.description,
+                    "destructive": a.destructive_hint.unwrap_or(false),
+                    "readOnly": a.read_only_hint.unwrap_or(false),
+                    "score": score,
+                })
+            })
+            .collect();
+        json_result(json!({ "results": results }))
+    }
+
+    fn read_tool(&self, args: &Value, principal: Option<&Principal>) -> ToolResult {
+        let path = args["path"].as_str().unwrap_or_default();
+        let tool = self
+            .catalog()
+            .resolve(path)
+            .ok()
+            .filter(|t| t.stages.visible(principal));
+        let Some(tool) = tool else {
+            return ToolResult::error(format!("Error: Tool not found: {path}"));
+        };
+        let a = tool.def.annotations.clone().unwrap_or_default();
+        json_result(json!({
+            "path": tool.def.name,
+            "title": tool.def.title,
+            "description": tool.def.description,
+            "inputSchema": tool.def.input_schema,
+            "outputSchema": tool.def.output_schema,
+            "annotations": tool.def.annotations,
+            "destructive": a.destructive_hint.unwrap_or(false),
+            "auth": tool.stages.auth.as_ref().map(|s| s.plugin.name().to_string()),
+        }))
+    }
+
+    async fn call_tool(&self, args: Value, cx: &mut CallContext) -> ToolResult {
+        let path = args["path"].as_str().unwrap_or_default().to_string();
+        let inner = args.get("arguments").cloned().unwrap_or(Value::Null);
+        if is_meta(self.catalog().mode(), &path) {
+            return ToolResult::error(format!("Error: {path} cannot be called through call_tool"));
+        }
+        match Box::pin(self.call(&path, inner, cx)).await {
+            Ok(result) => result,
+            Err(e) => ToolResult::error(format!("Error: {e}")),
+        }
+    }
+}
