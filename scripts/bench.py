@@ -286,14 +286,32 @@ def main():
     warm = start_hangar(many, cold_cache, extra)
     warm.stop()
 
-    report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup)
+    search_us = search_host_time()
+    report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup,
+                    search_us)
     print(report)
     if args.write:
         args.write.write_text(report)
         print(f"written to {args.write}")
 
 
-def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm):
+def search_host_time():
+    """µs of host time per search_tools query over 500 tools (host/benches/search.rs)."""
+    out = subprocess.run(["cargo", "bench", "--quiet", "-p", "hangar", "--bench", "search"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"search_tools_us_per_query ([\d.]+)", out).group(1))
+
+
+# Goals of the benchmark issue: ratio to the baseline in the same run.
+GOALS = {
+    "Rust wasm echo, MCP tools/call": 0.40,
+    "4-stage pipeline (api-key auth, normalize, echo, redact), MCP": 0.20,
+    "DB tool, cache hit, MCP": 0.60,
+    "DB tool, cache miss (unique ids), MCP": 0.70,
+}
+
+
+def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us):
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
     mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
@@ -303,23 +321,28 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm):
         f"Hangar, the baseline and wrk share the cores.",
         f"Command: `scripts/bench --runs {args.runs} --seconds {args.seconds} --connections {args.connections}` "
         f"(wrk -t2 -c{args.connections}, {args.seconds} s per run, A and B alternating, {args.runs} runs each).",
-        "", "| scenario | Hangar req/s (min–max) | p50 / p99 ms | baseline | baseline req/s | p50 / p99 ms | ratio (min–max) |",
-        "|---|---|---|---|---|---|---|",
+        "", "| scenario | Hangar req/s (min–max) | p50 / p99 ms | baseline | baseline req/s | p50 / p99 ms | ratio (min–max) | goal |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, b_name, a, b, r, rmin, rmax in rows:
+        goal = GOALS.get(name)
+        verdict = "—" if goal is None else f"≥ {goal:.2f} {'met' if r >= goal else 'MISSED'}"
         out.append(f"| {name} | {a['rps']:.0f} ({a['min']:.0f}–{a['max']:.0f}) | {a['p50']:.2f} / {a['p99']:.2f} "
-                   f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.2f}** ({rmin:.2f}–{rmax:.2f}) |")
+                   f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.2f}** ({rmin:.2f}–{rmax:.2f}) | {verdict} |")
     (first, rss_10k), (total, rss_1m) = rss_10k, rss_1m
     growth = (rss_1m - rss_10k) / rss_10k * 100 if rss_10k else 0
     out += [
         "", "| memory | RSS |", "|---|---|",
         f"| idle, after start-up | {rss_idle / 1024:.1f} MiB |",
         f"| after the first {first:,} echo calls | {rss_10k / 1024:.1f} MiB |",
-        f"| after {total:,} echo calls | {rss_1m / 1024:.1f} MiB ({growth:+.1f}% vs the first) |",
+        f"| after {total:,} echo calls | {rss_1m / 1024:.1f} MiB ({growth:+.1f}% vs the first; goal within 5%: "
+        f"{'met' if abs(growth) <= 5 else 'MISSED'}) |",
         f"| still answering afterwards | {'yes' if echo_ok else 'NO'} |",
         "", "| start-up with 20 plugins | time to first /healthz answer |", "|---|---|",
         f"| cold (empty compiled cache) | {cold * 1000:.0f} ms |",
         f"| warm (compiled cache) | {warm * 1000:.0f} ms |",
+        "",
+        f"search_tools over 500 tools: {search_us:.0f} µs of host time per query (`cargo bench -p hangar --bench search`).",
         "",
     ]
     return "\n".join(out)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-mod search;
+pub mod search;
 mod stages;
 
 pub use stages::{AuthStage, MapperStage, Stages};
