@@ -328,7 +328,7 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us
         goal = GOALS.get(name)
         verdict = "—" if goal is None else f"≥ {goal:.2f} {'met' if r >= goal else 'MISSED'}"
         out.append(f"| {name} | {a['rps']:.0f} ({a['min']:.0f}–{a['max']:.0f}) | {a['p50']:.2f} / {a['p99']:.2f} "
-                   f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.2f}** ({rmin:.2f}–{rmax:.2f}) | {verdict} |")
+                   f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.3f}** ({rmin:.2f}–{rmax:.2f}) | {verdict} |")
     (first, rss_10k), (total, rss_1m) = rss_10k, rss_1m
     growth = (rss_1m - rss_10k) / rss_10k * 100 if rss_10k else 0
     out += [

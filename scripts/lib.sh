@@ -14,6 +14,11 @@ TOOL_PLUGINS=(echo everything misbehave)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
 EXAMPLE_PLUGINS=(echo everything api-key jwt redact normalize)
+# Python plugins (componentize-py): directory:world.
+PY_PLUGINS=(py-greet:tool py-shout:mapper)
+PY_TOOLS="$ROOT/target/py-tools"
+# JavaScript plugins (componentize-js, installed per plugin by npm): directory:world.
+JS_PLUGINS=(js-reverse:tool)
 TEST_ONLY_PLUGINS=(misbehave bad-mapper)
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -39,6 +44,50 @@ build_plugins() {
   mkdir -p "$TEST_PLUGINS"
   for p in "${EXAMPLE_PLUGINS[@]}"; do cp "$GUEST_OUT/${p//-/_}.wasm" "$ROOT/plugins/$p.wasm"; done
   for p in "${TEST_ONLY_PLUGINS[@]}"; do cp "$GUEST_OUT/${p//-/_}.wasm" "$TEST_PLUGINS/$p.wasm"; done
+  build_py_plugins
+  build_js_plugins
+}
+
+# componentize-py in a virtualenv of its own, pinned.
+ensure_componentize_py() {
+  if [ ! -x "$PY_TOOLS/bin/componentize-py" ]; then
+    log "installing componentize-py"
+    python3 -m venv "$PY_TOOLS"
+    "$PY_TOOLS/bin/pip" install --quiet --disable-pip-version-check "componentize-py==0.25.1"
+  fi
+}
+
+# Builds each Python plugin unless its .wasm is newer than its source and the WIT.
+build_py_plugins() {
+  ensure_componentize_py
+  local entry dir world out
+  for entry in "${PY_PLUGINS[@]}"; do
+    dir="${entry%%:*}"; world="${entry##*:}"; out="$ROOT/plugins/$dir.wasm"
+    up_to_date "$out" "$ROOT/plugins/$dir" && continue
+    log "building $dir (Python, $world world)"
+    "$PY_TOOLS/bin/componentize-py" -d "$ROOT/wit" -w "$world" componentize -p "$ROOT/plugins/$dir" app -o "$out" >/dev/null
+  done
+}
+
+# True when $1 (a built .wasm) is newer than every file of plugin dir $2 and the WIT.
+up_to_date() {
+  [ -f "$1" ] && [ -z "$(find "$2" "$ROOT/wit" -path "*/node_modules" -prune -o -newer "$1" -type f -print | head -1)" ]
+}
+
+build_js_plugins() {
+  local entry dir world out
+  for entry in "${JS_PLUGINS[@]}"; do
+    dir="${entry%%:*}"; world="${entry##*:}"; out="$ROOT/plugins/$dir.wasm"
+    up_to_date "$out" "$ROOT/plugins/$dir" && continue
+    log "building $dir (JavaScript, $world world)"
+    (
+      cd "$ROOT/plugins/$dir"
+      [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
+      # -d http fetch-event: no wasi:http import (Hangar grants none).
+      node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
+        --wit "$ROOT/wit" --world-name "$world" -d http fetch-event -o "$out" >/dev/null
+    )
+  done
 }
 
 build_host() {
