@@ -11,6 +11,7 @@ pub mod db;
 pub mod mcp;
 pub mod pipeline;
 pub mod rest;
+pub mod scaffold;
 pub mod server;
 pub mod wasm;
 

@@ -32,6 +32,18 @@ enum Command {
         #[arg(long)]
         plugins: Option<PathBuf>,
     },
+    /// Write a minimal plugin project (WIT included) and print its build command.
+    New {
+        /// tool, auth or mapper
+        #[arg(value_enum)]
+        kind: hangar::scaffold::Kind,
+        name: String,
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: hangar::scaffold::Lang,
+        /// Where to write it (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Validate the config and load every plugin without serving; exits
     /// non-zero on any problem.
     Check {
@@ -63,6 +75,22 @@ fn main() -> ExitCode {
                 plugins,
             } => serve(&config, listen, plugins).await,
             Command::Check { config, plugins } => check(&config, plugins).await,
+            Command::New {
+                kind,
+                name,
+                lang,
+                dir,
+            } => {
+                let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+                let build = hangar::scaffold::create(kind, &name, lang, &dir)?;
+                println!("wrote {}", dir.display());
+                println!("build it with: {build}");
+                println!(
+                    "then copy {}/{name}.wasm into Hangar's plugins/ folder",
+                    dir.display()
+                );
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     match result {

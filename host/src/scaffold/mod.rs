@@ -1,0 +1,173 @@
+//! `hangar new`: writes a minimal, buildable plugin project — the WIT
+//! included, a `build.sh` — for a tool, an auth check or a mapper, in Rust,
+//! Python or JavaScript.
+
+use std::path::Path;
+
+/// Which world the plugin exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    Tool,
+    Auth,
+    Mapper,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
+const WIT_WORLDS: &str = include_str!("../../../wit/worlds.wit");
+
+fn source(kind: Kind, lang: Lang) -> &'static str {
+    match (lang, kind) {
+        (Lang::Rust, Kind::Tool) => include_str!("rust_tool.rs.txt"),
+        (Lang::Rust, Kind::Auth) => include_str!("rust_auth.rs.txt"),
+        (Lang::Rust, Kind::Mapper) => include_str!("rust_mapper.rs.txt"),
+        (Lang::Python, Kind::Tool) => include_str!("py_tool.py.txt"),
+        (Lang::Python, Kind::Auth) => include_str!("py_auth.py.txt"),
+        (Lang::Python, Kind::Mapper) => include_str!("py_mapper.py.txt"),
+        (Lang::Js, Kind::Tool) => include_str!("js_tool.js.txt"),
+        (Lang::Js, Kind::Auth) => include_str!("js_auth.js.txt"),
+        (Lang::Js, Kind::Mapper) => include_str!("js_mapper.js.txt"),
+    }
+}
+
+fn world(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => "tool",
+        Kind::Auth => "auth",
+        Kind::Mapper => "mapper",
+    }
+}
+
+/// Writes the project into `dir` (which must not exist or be empty) and
+/// returns the command that builds it.
+pub fn create(kind: Kind, name: &str, lang: Lang, dir: &Path) -> anyhow::Result<String> {
+    let valid = !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    anyhow::ensure!(
+        valid,
+        "the name must be lower-case letters, digits, - and _, starting with a letter"
+    );
+    if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+        anyhow::bail!("{} exists and is not empty", dir.display());
+    }
+    std::fs::create_dir_all(dir.join("wit"))?;
+    std::fs::write(dir.join("wit/types.wit"), WIT_TYPES)?;
+    std::fs::write(dir.join("wit/worlds.wit"), WIT_WORLDS)?;
+    let world = world(kind);
+    let code = source(kind, lang).replace("{{name}}", name);
+    let build = match lang {
+        Lang::Rust => {
+            std::fs::create_dir_all(dir.join("src"))?;
+            std::fs::write(dir.join("src/lib.rs"), code)?;
+            std::fs::write(dir.join("Cargo.toml"), cargo_toml(name))?;
+            format!(
+                r#"rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+cargo build --target wasm32-wasip2 --release
+cp "${{CARGO_TARGET_DIR:-target}}/wasm32-wasip2/release/{lib}.wasm" {name}.wasm"#,
+                lib = name.replace('-', "_")
+            )
+        }
+        Lang::Python => {
+            std::fs::write(dir.join("app.py"), code)?;
+            format!(
+                r#""${{COMPONENTIZE_PY:-componentize-py}}" -d wit -w {world} componentize app -o {name}.wasm"#
+            )
+        }
+        Lang::Js => {
+            std::fs::write(dir.join("app.js"), code)?;
+            std::fs::write(dir.join("package.json"), package_json(name))?;
+            format!(
+                r#"cli="${{COMPONENTIZE_JS_CLI:-node_modules/@bytecodealliance/componentize-js/src/cli.js}}"
+[ -f "$cli" ] || npm install --no-audit --no-fund
+# -d http fetch-event: no wasi:http import (Hangar grants none).
+node "$cli" app.js --wit wit --world-name {world} -d http fetch-event -o {name}.wasm"#
+            )
+        }
+    };
+    let script = format!(
+        "#!/usr/bin/env bash\n# Builds {name}.wasm; copy it into Hangar's plugins/ folder.\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n{build}\necho \"built $(pwd)/{name}.wasm\"\n"
+    );
+    let build_sh = dir.join("build.sh");
+    std::fs::write(&build_sh, script)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&build_sh, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(format!("{}/build.sh", dir.display()))
+}
+
+fn cargo_toml(name: &str) -> String {
+    format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+wit-bindgen = "0.63"
+serde_json = "1"
+
+[profile.release]
+opt-level = "s"
+lto = true
+codegen-units = 1
+strip = true
+
+# A project of its own, even inside another workspace.
+[workspace]
+"#
+    )
+}
+
+fn package_json(name: &str) -> String {
+    format!(
+        r#"{{
+  "name": "{name}",
+  "private": true,
+  "type": "module",
+  "devDependencies": {{
+    "@bytecodealliance/componentize-js": "0.23.0"
+  }}
+}}
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_every_combination() {
+        let root = std::env::temp_dir().join(format!("hangar-scaffold-{}", std::process::id()));
+        for kind in [Kind::Tool, Kind::Auth, Kind::Mapper] {
+            for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+                let dir = root.join(format!("{kind:?}-{lang:?}"));
+                let cmd = create(kind, "demo", lang, &dir).unwrap();
+                assert!(cmd.ends_with("build.sh"));
+                assert!(dir.join("wit/worlds.wit").exists());
+                let all: String = std::fs::read_dir(&dir)
+                    .unwrap()
+                    .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+                    .collect();
+                assert!(!all.contains("{{name}}"));
+            }
+        }
+        assert!(create(Kind::Tool, "Bad Name", Lang::Rust, &root.join("x")).is_err());
+        assert!(create(Kind::Tool, "demo", Lang::Rust, &root.join("Tool-Rust")).is_err());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
