@@ -25,6 +25,8 @@ ECHO_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo
 ECHO_REST = '{"text":"hello"}'
 PIPE_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p4.echo","arguments":{"text":" Hello "}}}'
 API_KEY = "bench-key"
+PY_FRESH = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"py.greet","arguments":{"name":"Ada"}}}'
+PY_WARM = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"warm.py.greet","arguments":{"name":"Ada"}}}'
 DB_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench.item","arguments":{"id":%d}}}'
 DB_BASE = '{"id":%d}'
 
@@ -158,6 +160,10 @@ cache = {{ ttl = "600s" }}
 config = {{ keys = "bench={API_KEY}" }}
 [plugins.echo4]
 prefix = "p4."
+[plugins.py-greet-warm]
+prefix = "warm."
+instances = {{ reuse = true, max_calls = 100000, max_idle = "60s" }}
+
 [[tools]]
 name = "p4.echo"
 auth = {{ plugin = "api-key" }}
@@ -221,6 +227,8 @@ def main():
     for name in ("echo", "api-key", "normalize", "redact"):
         shutil.copy(ROOT / f"plugins/{name}.wasm", plugins / f"{name}.wasm")
     shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4.wasm")
+    shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet.wasm")
+    shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet-warm.wasm")
     cache = WORK / "cache"
 
     hangar = start_hangar(plugins, cache)
@@ -235,6 +243,8 @@ def main():
     check_once(hangar.url + "/mcp", PIPE_MCP, {"x-api-key": API_KEY})
     check_once(hangar.url + "/mcp", first_id)
     check_once(base + "/query", DB_BASE % 1)
+    check_once(hangar.url + "/mcp", PY_FRESH)
+    check_once(hangar.url + "/mcp", PY_WARM)
     scenarios = [
         ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
@@ -243,6 +253,10 @@ def main():
         ("4-stage pipeline (api-key auth, normalize, echo, redact), MCP", hangar.url + "/mcp",
          lua_script("pipe-mcp", PIPE_MCP, headers={"x-api-key": API_KEY}),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("Python tool (py.greet), fresh instance per call, MCP", hangar.url + "/mcp",
+         lua_script("py-fresh", PY_FRESH), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("Python tool (py.greet), reused instances, MCP", hangar.url + "/mcp",
+         lua_script("py-warm", PY_WARM), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("DB tool, cache hit, MCP", hangar.url + "/mcp", lua_script("db-hit", DB_MCP % 7),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("DB tool, cache miss (unique ids), MCP", hangar.url + "/mcp", lua_script("db-miss", DB_MCP, unique=True),
@@ -285,10 +299,20 @@ def main():
     cold.stop()
     warm = start_hangar(many, cold_cache, extra)
     warm.stop()
+    # And with the Python and JavaScript plugins (12-18 MB each).
+    poly = WORK / "plugins-poly"
+    poly.mkdir()
+    for name in ("py-greet", "py-shout", "js-reverse"):
+        shutil.copy(ROOT / f"plugins/{name}.wasm", poly / f"{name}.wasm")
+    poly_cache = WORK / "poly-cache"
+    poly_cold = start_hangar(poly, poly_cache)
+    poly_cold.stop()
+    poly_warm = start_hangar(poly, poly_cache)
+    poly_warm.stop()
 
     search_us = search_host_time()
     report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup,
-                    search_us)
+                    search_us, (poly_cold.startup, poly_warm.startup))
     print(report)
     if args.write:
         args.write.write_text(report)
@@ -311,7 +335,7 @@ GOALS = {
 }
 
 
-def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us):
+def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us, poly):
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
     mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
@@ -341,6 +365,8 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us
         "", "| start-up with 20 plugins | time to first /healthz answer |", "|---|---|",
         f"| cold (empty compiled cache) | {cold * 1000:.0f} ms |",
         f"| warm (compiled cache) | {warm * 1000:.0f} ms |",
+        f"| Python and JS plugins (py-greet, py-shout, js-reverse), cold | {poly[0] * 1000:.0f} ms |",
+        f"| Python and JS plugins, warm (goal under 1 s: {'met' if poly[1] < 1 else 'MISSED'}) | {poly[1] * 1000:.0f} ms |",
         "",
         f"search_tools over 500 tools: {search_us:.0f} µs of host time per query (`cargo bench -p hangar --bench search`).",
         "",

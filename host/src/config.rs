@@ -164,6 +164,35 @@ pub struct PluginConfig {
     pub config: BTreeMap<String, toml::Value>,
     /// Put before each of the plugin's tool names (e.g. `billing.`), to avoid collisions.
     pub prefix: Option<String>,
+    /// Warm-instance reuse (tool plugins): off by default, for isolation.
+    #[serde(default)]
+    pub instances: InstancesConfig,
+}
+
+/// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a
+/// few warm instances, each serving one call at a time, thrown away after a
+/// trap, after `max_calls` calls, or when idle longer than `max_idle`. State
+/// a guest keeps in memory can then leak from one call to the next.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InstancesConfig {
+    pub reuse: bool,
+    pub max_calls: u32,
+    #[serde(with = "humantime_serde")]
+    pub max_idle: Duration,
+    /// Warm instances kept at most.
+    pub pool_size: usize,
+}
+
+impl Default for InstancesConfig {
+    fn default() -> Self {
+        InstancesConfig {
+            reuse: false,
+            max_calls: 1000,
+            max_idle: Duration::from_secs(60),
+            pool_size: 8,
+        }
+    }
 }
 
 /// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with

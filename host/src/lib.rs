@@ -70,6 +70,7 @@ impl Hangar {
                 .unwrap_or_else(|| wasm::PluginMeta {
                     name: name.into(),
                     config: Default::default(),
+                    reuse: None,
                 })
         };
         let discovery: Discovery = runtime.load_dir(&dir, &meta)?;
@@ -127,6 +128,7 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
         let meta = wasm::PluginMeta {
             name: name.as_str().into(),
             config: Arc::new(values),
+            reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
         };
         metas.insert(name.clone(), meta);
     }

@@ -19,6 +19,8 @@ pub struct PluginMeta {
     pub name: Arc<str>,
     /// What `config.get` answers, `{{ env.VAR }}` already substituted.
     pub config: Arc<BTreeMap<String, String>>,
+    /// Warm-instance reuse, when the operator opted in.
+    pub reuse: Option<crate::config::InstancesConfig>,
 }
 
 /// How much of a guest's stderr is kept per call for the host log.
@@ -31,6 +33,8 @@ pub struct GuestState {
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) stderr: MemoryOutputPipe,
+    /// How much of `stderr` was already logged (a reused instance keeps its pipe).
+    stderr_logged: usize,
     plugin: PluginMeta,
     events: EventSink,
 }
@@ -51,6 +55,7 @@ impl GuestState {
             table: ResourceTable::new(),
             memory: MemoryCap::new(memory_bytes),
             stderr,
+            stderr_logged: 0,
             plugin,
             events,
         }
@@ -58,7 +63,24 @@ impl GuestState {
 
     /// What the guest wrote to stderr during the call.
     pub fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+        let all = self.stderr.contents();
+        String::from_utf8_lossy(&all[self.stderr_logged.min(all.len())..]).into_owned()
+    }
+
+    /// Marks stderr as logged so far.
+    pub fn stderr_consumed(&mut self) {
+        self.stderr_logged = self.stderr.contents().len();
+    }
+
+    /// Whether the stderr pipe is more than half full (a reused instance is retired then).
+    pub fn stderr_filling(&self) -> bool {
+        self.stderr.contents().len() > STDERR_CAPTURE / 2
+    }
+
+    /// Readies a reused instance's state for its next call.
+    pub fn reset_for_call(&mut self, memory_bytes: usize, events: EventSink) {
+        self.memory = MemoryCap::new(memory_bytes);
+        self.events = events;
     }
 }
 

@@ -3,6 +3,9 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
+use std::sync::Mutex;
+use std::time::Instant;
+
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
@@ -22,6 +25,16 @@ use crate::pipeline::{
 pub struct ToolPlugin {
     meta: PluginMeta,
     pre: ToolPre<GuestState>,
+    /// Idle warm instances, when the plugin opted into reuse.
+    warm: Mutex<Vec<Warm>>,
+}
+
+/// An instance kept between calls (opt-in reuse).
+struct Warm {
+    store: Store<GuestState>,
+    tool: Tool,
+    calls: u32,
+    idle_since: Instant,
 }
 
 impl ToolPlugin {
@@ -34,7 +47,11 @@ impl ToolPlugin {
             .instantiate_pre(component)
             .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
         let pre = ToolPre::new(pre).map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
-        Ok(ToolPlugin { meta, pre })
+        Ok(ToolPlugin {
+            meta,
+            pre,
+            warm: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -56,7 +73,8 @@ impl ToolPlugin {
             .collect()
     }
 
-    /// Runs `call-tool` in a fresh instance under `limits`.
+    /// Runs `call-tool` under `limits`, in a fresh instance (or, when the
+    /// plugin opted in, a warm one re-armed with this call's limits).
     pub async fn call(
         &self,
         cx: &CallContext,
@@ -64,18 +82,36 @@ impl ToolPlugin {
         arguments: &Value,
         limits: &Limits,
     ) -> Result<ToolResult, CallError> {
-        let (mut store, tool) = self
-            .instantiate(limits, &cx.cancel, cx.events.clone())
-            .await?;
+        let (mut store, tool, calls) = match self.take_warm() {
+            Some(mut w) => {
+                w.store
+                    .data_mut()
+                    .reset_for_call(limits.memory_bytes(), cx.events.clone());
+                limits::arm(&mut w.store, limits, &cx.cancel);
+                (w.store, w.tool, w.calls)
+            }
+            None => {
+                let (store, tool) = self
+                    .instantiate(limits, &cx.cancel, cx.events.clone())
+                    .await?;
+                (store, tool, 0)
+            }
+        };
         let wit_cx = wit_context(cx);
         let out = tool
             .call_call_tool(&mut store, &wit_cx, tool_name, &arguments.to_string())
             .await;
         limits::log_stderr(&self.meta.name, &store);
         match out {
-            Ok(Ok(result)) => call_result(result)
-                .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m)),
-            Ok(Err(e)) => Ok(ToolResult::error(e.message)),
+            Ok(out) => {
+                self.give_back(store, tool, calls + 1);
+                match out {
+                    Ok(result) => call_result(result)
+                        .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m)),
+                    Err(e) => Ok(ToolResult::error(e.message)),
+                }
+            }
+            // A trapped instance is never reused.
             Err(e) => Err(limits::classify(
                 e,
                 &store,
@@ -83,6 +119,35 @@ impl ToolPlugin {
                 limits,
                 &cx.cancel,
             )),
+        }
+    }
+
+    /// A warm instance that has not been idle too long, if reuse is on.
+    fn take_warm(&self) -> Option<Warm> {
+        let reuse = self.meta.reuse.as_ref()?;
+        let mut pool = self.warm.lock().unwrap();
+        pool.retain(|w| w.idle_since.elapsed() < reuse.max_idle);
+        pool.pop()
+    }
+
+    /// Keeps an instance that finished a call cleanly, unless it has served
+    /// its calls, its stderr is filling, or the pool is full.
+    fn give_back(&self, mut store: Store<GuestState>, tool: Tool, calls: u32) {
+        let Some(reuse) = &self.meta.reuse else {
+            return;
+        };
+        if calls >= reuse.max_calls || store.data().stderr_filling() {
+            return;
+        }
+        store.data_mut().stderr_consumed();
+        let mut pool = self.warm.lock().unwrap();
+        if pool.len() < reuse.pool_size {
+            pool.push(Warm {
+                store,
+                tool,
+                calls,
+                idle_since: Instant::now(),
+            });
         }
     }
 

@@ -14,7 +14,13 @@ const TOOLS: &[(&str, &str)] = &[
     ("hog", "Allocates memory until the cap stops it"),
     ("panic", "Panics"),
     ("recurse", "Recurses until the stack is exhausted"),
+    (
+        "counter",
+        "Counts its calls in this instance's memory (1 in a fresh instance)",
+    ),
 ];
+
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 struct Misbehave;
 
@@ -64,6 +70,10 @@ impl Tool for Misbehave {
             }
             "panic" => panic!("misbehave panicked on purpose"),
             "recurse" => Ok(CallResult::text(recurse(0).to_string())),
+            "counter" => {
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                Ok(CallResult::text(n.to_string()))
+            }
             other => Err(ToolError::new(format!("unknown tool {other}"))),
         }
     }
