@@ -139,7 +139,8 @@ fn package_json(name: &str) -> String {
   "private": true,
   "type": "module",
   "devDependencies": {{
-    "@bytecodealliance/componentize-js": "0.23.0"
+    "@bytecodealliance/componentize-js": "0.23.0",
+    "@bytecodealliance/preview2-shim": "^0.17.4"
   }}
 }}
 "#
