@@ -65,7 +65,8 @@ class Server:
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1", **self.env},
             cwd=self.workdir,
         )
-        deadline = time.monotonic() + 60
+        # Python and JS components take a while to compile on a first start.
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"hangar exited {self.proc.returncode}:\n{self.log_text()}")

@@ -23,10 +23,8 @@ impl AuthPlugin {
         component: &Component,
         linker: &Linker<GuestState>,
     ) -> anyhow::Result<AuthPlugin> {
-        let pre = linker
-            .instantiate_pre(component)
-            .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
-        let pre = AuthPre::new(pre).map_err(|e| anyhow::anyhow!("not an auth component: {e:?}"))?;
+        let pre = AuthPre::new(state::instance_pre(linker, component)?)
+            .map_err(|e| anyhow::anyhow!("not an auth component: {e:?}"))?;
         Ok(AuthPlugin { meta, pre })
     }
 

@@ -21,11 +21,8 @@ impl MapperPlugin {
         component: &Component,
         linker: &Linker<GuestState>,
     ) -> anyhow::Result<MapperPlugin> {
-        let pre = linker
-            .instantiate_pre(component)
-            .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
-        let pre =
-            MapperPre::new(pre).map_err(|e| anyhow::anyhow!("not a mapper component: {e:?}"))?;
+        let pre = MapperPre::new(state::instance_pre(linker, component)?)
+            .map_err(|e| anyhow::anyhow!("not a mapper component: {e:?}"))?;
         Ok(MapperPlugin { meta, pre })
     }
 

@@ -134,6 +134,16 @@ impl From<host::LogLevel> for LogLevel {
     }
 }
 
+/// Pre-links a component against Hangar's imports, once, at load time.
+pub fn instance_pre(
+    linker: &Linker<GuestState>,
+    component: &wasmtime::component::Component,
+) -> anyhow::Result<wasmtime::component::InstancePre<GuestState>> {
+    linker
+        .instantiate_pre(component)
+        .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
+}
+
 /// Adds WASI p2 and the `hangar:plugin/host` and `config` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;

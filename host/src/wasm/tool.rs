@@ -43,10 +43,8 @@ impl ToolPlugin {
         component: &Component,
         linker: &Linker<GuestState>,
     ) -> anyhow::Result<ToolPlugin> {
-        let pre = linker
-            .instantiate_pre(component)
-            .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))?;
-        let pre = ToolPre::new(pre).map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
+        let pre = ToolPre::new(state::instance_pre(linker, component)?)
+            .map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
         Ok(ToolPlugin {
             meta,
             pre,
