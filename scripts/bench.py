@@ -276,6 +276,12 @@ def main():
             rows.append((name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios)))
             print(f"{name}: {a['rps']:.0f} req/s vs {b_name} {b['rps']:.0f} → {statistics.median(ratios):.2f}", flush=True)
 
+        # Per-call latency of the Python tool on one connection (no queueing).
+        py_latency = {
+            label: wrk(hangar.url + "/mcp", lua_script(f"py-1-{label}", body), args.seconds, 1, threads=1)
+            for label, body in (("fresh", PY_FRESH), ("reused", PY_WARM))
+        }
+
         # RSS: idle, after the first 10k calls, and after --rss-calls calls.
         # A fresh server, so the scenarios above do not count.
         hangar.stop()
@@ -312,7 +318,7 @@ def main():
 
     search_us = search_host_time()
     report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup,
-                    search_us, (poly_cold.startup, poly_warm.startup))
+                    search_us, (poly_cold.startup, poly_warm.startup), py_latency)
     print(report)
     if args.write:
         args.write.write_text(report)
@@ -335,7 +341,7 @@ GOALS = {
 }
 
 
-def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us, poly):
+def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us, poly, py_latency):
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
     mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
@@ -354,8 +360,13 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search_us
         out.append(f"| {name} | {a['rps']:.0f} ({a['min']:.0f}–{a['max']:.0f}) | {a['p50']:.2f} / {a['p99']:.2f} "
                    f"| {b_name} | {b['rps']:.0f} | {b['p50']:.2f} / {b['p99']:.2f} | **{r:.3f}** ({rmin:.2f}–{rmax:.2f}) | {verdict} |")
     (first, rss_10k), (total, rss_1m) = rss_10k, rss_1m
+    fresh, reused = py_latency["fresh"], py_latency["reused"]
     growth = (rss_1m - rss_10k) / rss_10k * 100 if rss_10k else 0
     out += [
+        "", "| Python tool, one connection (wrk -t1 -c1) | calls/s | p50 | p99 |", "|---|---|---|---|",
+        f"| fresh instance per call | {fresh['rps']:.0f} | {fresh['p50'] * 1000:.0f} µs | {fresh['p99'] * 1000:.0f} µs |",
+        f"| reused instances (goal p50 ≤ 300 µs: {'met' if reused['p50'] * 1000 <= 300 else 'MISSED'}) "
+        f"| {reused['rps']:.0f} | {reused['p50'] * 1000:.0f} µs | {reused['p99'] * 1000:.0f} µs |",
         "", "| memory | RSS |", "|---|---|",
         f"| idle, after start-up | {rss_idle / 1024:.1f} MiB |",
         f"| after the first {first:,} echo calls | {rss_10k / 1024:.1f} MiB |",

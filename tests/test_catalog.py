@@ -259,5 +259,36 @@ def test_two_principals_see_different_catalogs_on_every_surface(tmp_path, shared
         assert r.status_code == 404 and r.json() == {"error": "Tool not found: admin.audit"}
         ok = c.call("admin.audit", {}, headers=admin)
         assert ok["result"]["structuredContent"]["rows"] == [{"log": "audit"}]
+
+        # The explorer page lists what the headers it is given may see.
+        explorer_follows_headers(s.url, admin, user)
     finally:
         s.stop()
+
+
+def explorer_follows_headers(url, admin, user):
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    def text(headers):
+        return "\n".join(f"{k}: {v}" for k, v in headers.items())
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        try:
+            page = b.new_page()
+            page.goto(url + "/ui")
+            page.wait_for_selector('#tools li[data-tool="public.status"]')
+            assert page.locator('#tools li[data-tool="admin.audit"]').count() == 0
+            page.click("#auth summary")
+            page.fill("#headers", text(admin))
+            page.dispatch_event("#headers", "change")
+            page.wait_for_selector('#tools li[data-tool="admin.audit"]')
+            page.fill("#headers", text(user))
+            page.dispatch_event("#headers", "change")
+            page.wait_for_selector('#tools li[data-tool="admin.audit"]', state="detached")
+            assert page.locator('#tools li[data-tool="public.status"]').count() == 1
+        finally:
+            b.close()
