@@ -63,6 +63,16 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// How many guest instances may be live at once (the pooling allocator's size).
     pub max_instances: u32,
+    /// Of `max_instances`, the slots kept for auth checks and mappers, so
+    /// tool calls that fill the pool never make auth fail. Default: a
+    /// quarter, at least 2.
+    pub stage_instances: Option<u32>,
+    /// How many long-running calls may run guest code at once; the others
+    /// wait their turn at each epoch tick. Default: CPU cores − 1, at least 1.
+    pub long_running_slots: Option<u32>,
+    /// A call that has run this long counts as long-running.
+    #[serde(with = "humantime_serde")]
+    pub long_running_after: Duration,
     /// Tools per `tools/list` page.
     pub page_size: usize,
     pub errors: ErrorStyle,
@@ -96,6 +106,9 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_instances: 256,
+            stage_instances: None,
+            long_running_slots: None,
+            long_running_after: Duration::from_millis(20),
             page_size: 100,
             errors: ErrorStyle::Jsonrpc,
             allow_execute: true,
@@ -106,17 +119,36 @@ impl Default for ServerConfig {
     }
 }
 
-/// The three limits of one guest call.
+/// What one guest call may use: the three run limits (fuel, deadline,
+/// memory), how many calls may run at once, and how much a call may send
+/// back (events and output).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Wasm fuel: roughly one unit per instruction.
     pub fuel: u64,
-    /// Wall-clock time, enforced by epoch interruption.
+    /// Wall-clock time, enforced by epoch interruption and, around every
+    /// export call, by a timer (a guest blocked in a host call is stopped too).
     #[serde(with = "humantime_serde")]
     pub deadline: Duration,
     /// Linear-memory cap in MiB.
     pub memory_mib: u64,
+    /// Calls running at once: per plugin when set globally or on a plugin,
+    /// per tool when set on a tool. 0: no cap but the instance pool.
+    pub max_concurrent: u32,
+    /// How long a call waits for a concurrency permit or an instance slot
+    /// before it fails with `busy:`.
+    #[serde(with = "humantime_serde")]
+    pub queue_timeout: Duration,
+    /// Log and progress notifications one call may send; later ones are
+    /// dropped and counted in one final warning.
+    pub max_events: u32,
+    /// Bytes of log and progress messages one call may send.
+    pub max_event_bytes: u64,
+    /// Bytes of result (text, data, URIs, structured content) one call may return.
+    pub max_output_bytes: u64,
+    /// Content blocks one call may return.
+    pub max_content_blocks: u32,
 }
 
 impl Default for Limits {
@@ -125,6 +157,12 @@ impl Default for Limits {
             fuel: 1_000_000_000,
             deadline: Duration::from_secs(5),
             memory_mib: 64,
+            max_concurrent: 0,
+            queue_timeout: Duration::from_secs(1),
+            max_events: 1000,
+            max_event_bytes: 1 << 20,
+            max_output_bytes: 8 << 20,
+            max_content_blocks: 1000,
         }
     }
 }
@@ -140,6 +178,12 @@ impl Limits {
             fuel: over.fuel.unwrap_or(self.fuel),
             deadline: over.deadline.unwrap_or(self.deadline),
             memory_mib: over.memory_mib.unwrap_or(self.memory_mib),
+            max_concurrent: over.max_concurrent.unwrap_or(self.max_concurrent),
+            queue_timeout: over.queue_timeout.unwrap_or(self.queue_timeout),
+            max_events: over.max_events.unwrap_or(self.max_events),
+            max_event_bytes: over.max_event_bytes.unwrap_or(self.max_event_bytes),
+            max_output_bytes: over.max_output_bytes.unwrap_or(self.max_output_bytes),
+            max_content_blocks: over.max_content_blocks.unwrap_or(self.max_content_blocks),
         }
     }
 }
@@ -152,6 +196,13 @@ pub struct LimitOverrides {
     #[serde(default, with = "humantime_serde")]
     pub deadline: Option<Duration>,
     pub memory_mib: Option<u64>,
+    pub max_concurrent: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    pub queue_timeout: Option<Duration>,
+    pub max_events: Option<u32>,
+    pub max_event_bytes: Option<u64>,
+    pub max_output_bytes: Option<u64>,
+    pub max_content_blocks: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -22,6 +22,7 @@ use catalog::Catalog;
 use config::Config;
 use pipeline::Pipeline;
 use wasm::engine::EngineOptions;
+use wasm::sched::SchedOptions;
 use wasm::{Discovery, LoadFailure, Runtime};
 
 /// A loaded server: configuration, runtime and catalog, ready to serve or report.
@@ -54,12 +55,19 @@ impl Hangar {
     /// Loads every plugin and builds the catalog. Fails only on what makes
     /// serving impossible (a duplicate tool name, an unreadable plugins directory).
     pub async fn load(config: Config) -> anyhow::Result<Hangar> {
+        let server = &config.server;
         let runtime = Runtime::new(
             EngineOptions {
-                max_instances: config.server.max_instances,
+                max_instances: server.max_instances,
                 max_memory_bytes: config.max_memory_bytes(),
             },
-            &config.server.cache_dir,
+            SchedOptions::new(
+                server.max_instances,
+                server.stage_instances,
+                server.long_running_slots,
+                server.long_running_after,
+            ),
+            &server.cache_dir,
         )?;
         let dir = config.server.plugins.clone();
         let (metas, mut meta_problems) = plugin_metas(&config);
@@ -69,8 +77,7 @@ impl Hangar {
                 .cloned()
                 .unwrap_or_else(|| wasm::PluginMeta {
                     name: name.into(),
-                    config: Default::default(),
-                    reuse: None,
+                    ..Default::default()
                 })
         };
         let discovery: Discovery = runtime.load_dir(&dir, &meta)?;
@@ -129,6 +136,7 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
             name: name.as_str().into(),
             config: Arc::new(values),
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
+            log: Default::default(),
         };
         metas.insert(name.clone(), meta);
     }

@@ -15,6 +15,7 @@ pub use stages::{AuthStage, MapperStage, Stages};
 use crate::config::{CatalogMode, Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
 use crate::pipeline::{CallError, Principal};
+use crate::wasm::sched::Gate;
 use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
@@ -53,6 +54,9 @@ pub enum Backend {
     Wasm {
         plugin: Arc<ToolPlugin>,
         guest_name: String,
+        /// The `max_concurrent` cap this tool's calls count against: its
+        /// own, or its plugin's (shared by the plugin's tools), if any.
+        gate: Option<Arc<Gate>>,
     },
     Sql(Arc<DbTool>),
 }
@@ -96,10 +100,25 @@ impl Catalog {
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
         let mut problems = discovery.failures;
         let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
-        for (loaded_path, plugin) in tool_plugins {
+        // Every plugin is asked at once: one whose `list-tools` hangs costs
+        // start-up its deadline, not the sum of everyone's.
+        let listings = futures::future::join_all(tool_plugins.into_iter().map(|(path, plugin)| {
+            let limits = config.limits_for(plugin.name(), "");
+            async move {
+                let defs = plugin.list_tools(&limits).await;
+                (path, plugin, limits, defs)
+            }
+        }))
+        .await;
+        for (loaded_path, plugin, plugin_limits, defs) in listings {
             let plugin = Arc::new(plugin);
-            let plugin_limits = config.limits_for(plugin.name(), "");
-            let defs = match plugin.list_tools(&plugin_limits).await {
+            let plugin_gate = (plugin_limits.max_concurrent > 0).then(|| {
+                Arc::new(Gate::new(
+                    plugin_limits.max_concurrent,
+                    format!("plugin {}", plugin.name()),
+                ))
+            });
+            let defs = match defs {
                 Ok(defs) => defs,
                 Err(e) => {
                     problems.push(LoadFailure {
@@ -119,6 +138,11 @@ impl Catalog {
                     def.name = format!("{prefix}{}", def.name);
                 }
                 let limits = config.limits_for(plugin.name(), &def.name);
+                let gate = match config.tool(&def.name).and_then(|t| t.limits.max_concurrent) {
+                    Some(0) => None,
+                    Some(max) => Some(Arc::new(Gate::new(max, format!("tool {}", def.name)))),
+                    None => plugin_gate.clone(),
+                };
                 let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
                     Ok(stages) => stages,
                     Err(error) => {
@@ -134,6 +158,7 @@ impl Catalog {
                     backend: Backend::Wasm {
                         plugin: plugin.clone(),
                         guest_name,
+                        gate,
                     },
                     limits,
                     source: loaded_path.clone(),

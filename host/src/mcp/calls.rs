@@ -21,12 +21,18 @@ use crate::pipeline::{
 
 type CallOutcome = Result<ToolResult, CallError>;
 
+/// Events buffered between a running guest and the answer's stream; when the
+/// client reads slower than the guest reports, the excess is dropped and counted.
+const EVENT_CHANNEL: usize = 1024;
+
 /// Everything that must live as long as the answer to one call.
 struct Running {
     id: Value,
     trace_id: String,
     progress_token: Option<Value>,
-    events: mpsc::UnboundedReceiver<CallEvent>,
+    events: mpsc::Receiver<CallEvent>,
+    /// The call's sink, read at the end for the count of dropped events.
+    sink: EventSink,
     task: JoinHandle<CallOutcome>,
     /// Cancels the call if the answer is dropped before the result (client gone).
     cancel_on_drop: CancelOnDrop,
@@ -60,7 +66,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         .cloned();
 
     let sse = req.accepts_sse();
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(EVENT_CHANNEL);
     let mut cx = req.context(st);
     let min_log = req
         .session
@@ -70,6 +76,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     cx.events = EventSink::new(tx, min_log, sse && progress_token.is_some());
 
     let mut running = Running {
+        sink: cx.events.clone(),
         trace_id: cx.trace_id.clone(),
         progress_token,
         events: rx,
@@ -188,10 +195,20 @@ fn stream(running: Running, first: CallEvent) -> Response {
                 Some((Ok::<_, Infallible>(frame), Some(r)))
             }
             joined = &mut r.task => {
-                let Running { id, trace_id, cancel_on_drop, errors, .. } = r;
+                let Running { id, trace_id, cancel_on_drop, errors, mut events, sink, progress_token, .. } = r;
                 cancel_on_drop.disarm();
-                let frame = outcome_body(&id, &trace_id, errors, joined).map(|b| sse_frame(&b));
-                Some((Ok(frame.unwrap_or_default()), None))
+                // Events still queued, then the one notice of what was dropped, then the result.
+                let mut frames = Vec::new();
+                while let Ok(event) = events.try_recv() {
+                    frames.extend_from_slice(&sse_frame(&notification(event, &progress_token)));
+                }
+                if let Some(notice) = sink.dropped_notice() {
+                    frames.extend_from_slice(&sse_frame(&notification(notice, &progress_token)));
+                }
+                if let Some(body) = outcome_body(&id, &trace_id, errors, joined) {
+                    frames.extend_from_slice(&sse_frame(&body));
+                }
+                Some((Ok(Bytes::from(frames)), None))
             }
         }
     });

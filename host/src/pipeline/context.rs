@@ -1,7 +1,7 @@
 //! What one call carries through the pipeline besides its arguments.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -42,19 +42,64 @@ pub enum CallEvent {
     },
 }
 
-/// Where a call's events go, and which of them the caller wants.
+/// Where a call's events go, which of them the caller wants, and how many it
+/// may send. The channel is bounded and the budget is per call: a guest that
+/// floods loses its extra events (counted), never the server's memory.
 #[derive(Debug, Clone, Default)]
 pub struct EventSink {
-    tx: Option<mpsc::UnboundedSender<CallEvent>>,
+    tx: Option<mpsc::Sender<CallEvent>>,
     min_log: Option<LogLevel>,
     progress: bool,
+    budget: Arc<EventBudget>,
+}
+
+/// The per-call event allowance, shared by every clone of a sink (auth,
+/// mappers and the handler of one call draw from one budget).
+#[derive(Debug)]
+struct EventBudget {
+    max_events: AtomicU64,
+    max_bytes: AtomicU64,
+    events: AtomicU64,
+    bytes: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Default for EventBudget {
+    fn default() -> Self {
+        let limits = crate::config::Limits::default();
+        EventBudget {
+            max_events: AtomicU64::new(limits.max_events.into()),
+            max_bytes: AtomicU64::new(limits.max_event_bytes),
+            events: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+}
+
+impl EventBudget {
+    /// Takes one event of `size` bytes from the budget, or counts it dropped.
+    fn admit(&self, size: u64) -> bool {
+        let events = self.events.fetch_add(1, Ordering::Relaxed) + 1;
+        let bytes = self.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if events > self.max_events.load(Ordering::Relaxed)
+            || bytes > self.max_bytes.load(Ordering::Relaxed)
+        {
+            // Give the bytes back so one huge message does not starve the rest.
+            self.bytes.fetch_sub(size, Ordering::Relaxed);
+            self.events.fetch_sub(1, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
 }
 
 impl EventSink {
     /// A sink that forwards log events at or above `min_log` (none when
     /// `None`) and progress events when `progress` is set.
     pub fn new(
-        tx: mpsc::UnboundedSender<CallEvent>,
+        tx: mpsc::Sender<CallEvent>,
         min_log: Option<LogLevel>,
         progress: bool,
     ) -> EventSink {
@@ -62,12 +107,22 @@ impl EventSink {
             tx: Some(tx),
             min_log,
             progress,
+            budget: Arc::default(),
         }
+    }
+
+    /// Sets the call's budget (the resolved tool's `max_events` and `max_event_bytes`).
+    pub fn set_budget(&self, max_events: u32, max_bytes: u64) {
+        self.budget
+            .max_events
+            .store(max_events.into(), Ordering::Relaxed);
+        self.budget.max_bytes.store(max_bytes, Ordering::Relaxed);
     }
 
     pub fn log(&self, level: LogLevel, logger: &str, message: &str) {
         if self.min_log.is_some_and(|min| level >= min) {
-            self.send(CallEvent::Log {
+            let size = (logger.len() + message.len()) as u64;
+            self.send(size, || CallEvent::Log {
                 level,
                 logger: logger.to_string(),
                 message: message.to_string(),
@@ -77,7 +132,8 @@ impl EventSink {
 
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         if self.progress {
-            self.send(CallEvent::Progress {
+            let size = 16 + message.as_ref().map_or(0, String::len) as u64;
+            self.send(size, || CallEvent::Progress {
                 progress,
                 total,
                 message,
@@ -85,26 +141,75 @@ impl EventSink {
         }
     }
 
-    fn send(&self, event: CallEvent) {
-        if let Some(tx) = &self.tx {
+    /// Events of this call dropped so far (over budget, or the caller not keeping up).
+    pub fn dropped(&self) -> u64 {
+        self.budget.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The one warning that ends a call whose events were dropped.
+    pub fn dropped_notice(&self) -> Option<CallEvent> {
+        let dropped = self.dropped();
+        (dropped > 0).then(|| CallEvent::Log {
+            level: LogLevel::Warning,
+            logger: "hangar".into(),
+            message: format!(
+                "dropped {dropped} events of this call: over its budget of {} events / {} bytes, or the client did not keep up",
+                self.budget.max_events.load(Ordering::Relaxed),
+                self.budget.max_bytes.load(Ordering::Relaxed)
+            ),
+        })
+    }
+
+    fn send(&self, size: u64, event: impl FnOnce() -> CallEvent) {
+        let Some(tx) = &self.tx else { return };
+        if !self.budget.admit(size) {
+            return;
+        }
+        match tx.try_send(event()) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.budget.dropped.fetch_add(1, Ordering::Relaxed);
+            }
             // The receiver is gone only when the caller is; nothing to do then.
-            let _ = tx.send(event);
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
     }
 }
 
 /// Set once when the caller cancels or goes away; checked before every stage
-/// and, inside a guest, at every epoch tick.
+/// and, inside a guest, at every epoch tick; awaited around every guest call
+/// (a guest blocked in a host call sees no epoch tick).
 #[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken(Arc<CancelState>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    notify: tokio::sync::Notify,
+}
 
 impl CancelToken {
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.cancelled.store(true, Ordering::Relaxed);
+        self.0.notify.notify_waiters();
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the token is cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a cancel between the two is not missed.
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// A guard that cancels this token when dropped unless disarmed: ties a
@@ -243,7 +348,7 @@ mod tests {
 
     #[test]
     fn sink_filters_by_level() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::channel(8);
         let sink = EventSink::new(tx, Some(LogLevel::Warning), false);
         sink.log(LogLevel::Info, "p", "dropped");
         sink.log(LogLevel::Error, "p", "kept");
@@ -252,5 +357,33 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
         assert_eq!(got.len(), 1);
         assert!(matches!(&got[0], CallEvent::Log { message, .. } if message == "kept"));
+    }
+
+    #[test]
+    fn sink_drops_past_its_budget_and_says_how_many() {
+        let (tx, mut rx) = mpsc::channel(100);
+        let sink = EventSink::new(tx, Some(LogLevel::Debug), true);
+        sink.set_budget(3, 1000);
+        for _ in 0..10 {
+            sink.progress(1.0, None, None);
+        }
+        // Past the three events, and over the byte budget too: dropped.
+        sink.log(LogLevel::Info, "p", &"x".repeat(2000));
+        assert_eq!(std::iter::from_fn(|| rx.try_recv().ok()).count(), 3);
+        assert_eq!(sink.dropped(), 8);
+        let notice = sink.dropped_notice().expect("a notice");
+        assert!(
+            matches!(notice, CallEvent::Log { level: LogLevel::Warning, message, .. } if message.starts_with("dropped 8 events"))
+        );
+    }
+
+    #[test]
+    fn sink_counts_what_a_full_channel_refuses() {
+        let (tx, _rx) = mpsc::channel(2);
+        let sink = EventSink::new(tx, None, true);
+        for _ in 0..5 {
+            sink.progress(1.0, None, None);
+        }
+        assert_eq!(sink.dropped(), 3);
     }
 }

@@ -38,8 +38,11 @@ pub enum ErrorKind {
     NotFound,
     Unauthorized,
     Invalid,
-    /// A fuel, deadline or memory limit was reached.
+    /// A fuel, deadline, memory or output limit was reached.
     Limit,
+    /// No concurrency permit or instance slot came free in time; the
+    /// message starts with `busy:` and the caller may retry.
+    Busy,
     Cancelled,
     Failed,
 }
@@ -79,8 +82,11 @@ impl fmt::Display for CallError {
     /// `stage: message`, except for resolution, whose message stands alone.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.stage, self.kind) {
-            // Resolution's message stands alone; auth's is only ever "Unauthorized".
-            (Stage::Resolve, _) | (_, ErrorKind::Unauthorized) => f.write_str(&self.message),
+            // Resolution's message stands alone; auth's is only ever
+            // "Unauthorized"; busy's starts with `busy:` so callers can match it.
+            (Stage::Resolve, _) | (_, ErrorKind::Unauthorized | ErrorKind::Busy) => {
+                f.write_str(&self.message)
+            }
             (stage, _) => write!(f, "{}: {}", stage.as_str(), self.message),
         }
     }

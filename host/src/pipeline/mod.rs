@@ -50,6 +50,8 @@ impl Pipeline {
         }
         let tool = self.catalog.resolve(name)?;
         let stages = &tool.stages;
+        cx.events
+            .set_budget(tool.limits.max_events, tool.limits.max_event_bytes);
 
         proceed(cx, Stage::Auth)?;
         // A tool shown only to some callers needs to know who calls, and
@@ -173,8 +175,14 @@ async fn execute(
     cx: &CallContext,
 ) -> Result<ToolResult, CallError> {
     match &tool.backend {
-        Backend::Wasm { plugin, guest_name } => {
-            plugin.call(cx, guest_name, args, &tool.limits).await
+        Backend::Wasm {
+            plugin,
+            guest_name,
+            gate,
+        } => {
+            plugin
+                .call(cx, guest_name, args, &tool.limits, gate.as_deref())
+                .await
         }
         Backend::Sql(db) => db.execute(args, cx.principal.as_ref()).await,
     }

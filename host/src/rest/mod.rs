@@ -11,7 +11,8 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
@@ -176,6 +177,17 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
     match e.kind {
         ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.message),
         ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
+        ErrorKind::Busy => {
+            let mut response = traced(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &ToolResult::error(e.to_string()),
+                trace_id,
+            );
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
         _ => traced(
             StatusCode::INTERNAL_SERVER_ERROR,
             &ToolResult::error(e.to_string()),

@@ -1,10 +1,14 @@
 //! `AuthPlugin`: a loaded component of the `auth` world.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::auth::AuthPre;
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::limits;
+use super::sched::{Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta};
 use crate::config::Limits;
 use crate::pipeline::{
@@ -15,6 +19,7 @@ use crate::pipeline::{
 pub struct AuthPlugin {
     meta: PluginMeta,
     pre: AuthPre<GuestState>,
+    sched: Arc<Scheduler>,
 }
 
 impl AuthPlugin {
@@ -22,10 +27,11 @@ impl AuthPlugin {
         meta: PluginMeta,
         component: &Component,
         linker: &Linker<GuestState>,
+        sched: Arc<Scheduler>,
     ) -> anyhow::Result<AuthPlugin> {
         let pre = AuthPre::new(state::instance_pre(linker, component)?)
             .map_err(|e| anyhow::anyhow!("not an auth component: {e:?}"))?;
-        Ok(AuthPlugin { meta, pre })
+        Ok(AuthPlugin { meta, pre, sched })
     }
 
     pub fn name(&self) -> &str {
@@ -33,7 +39,8 @@ impl AuthPlugin {
     }
 
     /// Runs `authenticate`. A refusal is `Unauthorized` with a generic
-    /// message; the plugin's reason goes to the log only.
+    /// message; the plugin's reason goes to the log only. No free instance
+    /// slot is `busy:`, not a refusal.
     pub async fn authenticate(
         &self,
         tool: &str,
@@ -41,20 +48,25 @@ impl AuthPlugin {
         cx: &CallContext,
         limits: &Limits,
     ) -> Result<Principal, CallError> {
+        let until = Instant::now() + limits.queue_timeout;
+        let _slot = self.sched.slot(Pool::Stages, until, Stage::Auth).await?;
         let mut store = state::store(
             self.pre.engine(),
             &self.meta,
             limits,
             &cx.cancel,
             cx.events.clone(),
+            &self.sched,
         );
         let request = request_context(tool, cx);
-        let out = match self.pre.instantiate_async(&mut store).await {
-            Ok(auth) => auth.call_authenticate(&mut store, &request, policy).await,
-            Err(e) => Err(e),
-        };
-        limits::log_stderr(&self.meta.name, &store);
-        match out {
+        let deadline = store.data().deadline;
+        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Auth, async {
+            let auth = self.pre.instantiate_async(&mut store).await?;
+            auth.call_authenticate(&mut store, &request, policy).await
+        })
+        .await;
+        limits::log_stderr(&store);
+        match limits::settle(out, &store, Stage::Auth, limits, &cx.cancel) {
             Ok(Ok(p)) => Ok(Principal {
                 claims: serde_json::from_str(&p.claims).unwrap_or(serde_json::Value::Null),
                 subject: p.subject,
@@ -67,8 +79,7 @@ impl AuthPlugin {
                     "Unauthorized",
                 ))
             }
-            Err(e) => {
-                let failure = limits::classify(e, &store, Stage::Auth, limits, &cx.cancel);
+            Err(failure) => {
                 if failure.kind == ErrorKind::Cancelled {
                     return Err(failure);
                 }

@@ -10,6 +10,11 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// running guest yields to other tasks, once per tick.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// Per-component caps of the pooling allocator.
+const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 64;
+const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+const MAX_TABLES_PER_COMPONENT: u32 = 64;
+
 /// Sizes the engine is built for.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineOptions {
@@ -28,6 +33,11 @@ pub fn build(opts: EngineOptions) -> anyhow::Result<Engine> {
         .total_memories(opts.max_instances * 2)
         .total_tables(opts.max_instances * 4)
         .total_stacks(opts.max_instances)
+        // One component may not take a large share of the pool by itself
+        // (a Python component has a few dozen core instances).
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
         .max_memory_size(opts.max_memory_bytes)
         // Keeping a little of each slot resident avoids page faults on the hot path.
         .linear_memory_keep_resident(1 << 20)

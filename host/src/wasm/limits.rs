@@ -1,31 +1,94 @@
-//! Running guest code under the three limits, and naming the one that stopped it.
+//! Running guest code under its limits, and naming the one that stopped it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::sched::Scheduler;
 use super::state::GuestState;
 use crate::config::Limits;
 use crate::pipeline::{CallError, CancelToken, ErrorKind, Stage};
 
-/// Arms a fresh store with fuel, the memory cap and a deadline that also
-/// honours cancellation. Between ticks the guest yields to other tasks, so a
-/// runaway guest cannot starve the executor.
-pub fn arm(store: &mut Store<GuestState>, limits: &Limits, cancel: &CancelToken) {
+/// How long past its deadline a guest call may take before the timer around
+/// it gives up on it (the epoch tick normally stops it first).
+pub const GRACE: Duration = Duration::from_millis(100);
+
+/// Arms a store with fuel, the memory cap and a deadline that also honours
+/// cancellation. At every epoch tick the guest yields to other tasks; once it
+/// has run longer than the scheduler's `long_after`, it also waits for a
+/// turn in the long-running lane before each tick it runs.
+pub fn arm(
+    store: &mut Store<GuestState>,
+    limits: &Limits,
+    cancel: &CancelToken,
+    sched: &Scheduler,
+) {
     store
         .set_fuel(limits.fuel)
         .expect("fuel is enabled on the engine");
     store.limiter(|s| &mut s.memory);
-    let deadline = Instant::now() + limits.deadline;
+    let started = Instant::now();
+    let deadline = started + limits.deadline;
+    store.data_mut().deadline = deadline;
+    let turn = store.data().turn.clone();
+    let (lane, long_after) = (sched.lane(), sched.long_after());
     let cancel = cancel.clone();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
-        if cancel.is_cancelled() || Instant::now() >= deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+        let now = Instant::now();
+        if cancel.is_cancelled() || now >= deadline {
+            return Ok(UpdateDeadline::Interrupt);
         }
+        // A tick is over: the lane permit it ran under goes to the next in line.
+        turn.release();
+        if now.duration_since(started) < long_after {
+            return Ok(UpdateDeadline::Yield(1));
+        }
+        let wait = turn.wait(lane.clone(), deadline, cancel.clone());
+        Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
     });
+}
+
+/// Runs `guest` (an instantiation or an export call of the store armed with
+/// `limits`) until it ends, its deadline plus [`GRACE`] passes, or the call
+/// is cancelled — whatever the guest is doing, even blocked in a host call
+/// that no epoch tick reaches. `deadline` is the store's (`GuestState::deadline`).
+pub async fn bounded<T>(
+    deadline: Instant,
+    limits: &Limits,
+    cancel: &CancelToken,
+    stage: Stage,
+    guest: impl Future<Output = wasmtime::Result<T>>,
+) -> Result<wasmtime::Result<T>, CallError> {
+    tokio::select! {
+        biased;
+        out = guest => Ok(out),
+        _ = cancel.cancelled() => Err(CallError::cancelled(stage)),
+        _ = tokio::time::sleep_until((deadline + GRACE).into()) => Err(deadline_exceeded(stage, limits)),
+    }
+}
+
+fn deadline_exceeded(stage: Stage, limits: &Limits) -> CallError {
+    CallError::new(
+        stage,
+        ErrorKind::Limit,
+        format!("deadline of {} ms exceeded", limits.deadline.as_millis()),
+    )
+}
+
+/// The outcome of a [`bounded`] guest call, with a failure classified.
+pub fn settle<T>(
+    out: Result<wasmtime::Result<T>, CallError>,
+    store: &Store<GuestState>,
+    stage: Stage,
+    limits: &Limits,
+    cancel: &CancelToken,
+) -> Result<T, CallError> {
+    match out {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(classify(e, store, stage, limits, cancel)),
+        Err(e) => Err(e),
+    }
 }
 
 /// Turns a failed guest call into a `CallError` that names the cause.
@@ -46,15 +109,12 @@ pub fn classify(
     match err.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => limit(format!("fuel exhausted (limit {})", limits.fuel)),
         Some(Trap::Interrupt) if cancel.is_cancelled() => CallError::cancelled(stage),
-        Some(Trap::Interrupt) => limit(format!(
-            "deadline of {} ms exceeded",
-            limits.deadline.as_millis()
-        )),
+        Some(Trap::Interrupt) => deadline_exceeded(stage, limits),
         Some(Trap::StackOverflow) => {
             CallError::new(stage, ErrorKind::Failed, "guest trapped: stack overflow")
         }
         Some(trap) => {
-            let message = match panic_message(&store.data().stderr_text()) {
+            let message = match panic_message(&store.data().stderr.contents().0) {
                 Some(panic) => format!("guest panicked: {panic}"),
                 None => format!("guest trapped: {trap}"),
             };
@@ -72,11 +132,21 @@ fn panic_message(stderr: &str) -> Option<String> {
     (!message.is_empty()).then(|| message.to_string())
 }
 
-/// Logs what a guest wrote to stderr, tagged with its plugin.
-pub fn log_stderr(plugin: &str, store: &Store<GuestState>) {
-    let text = store.data().stderr_text();
+/// Logs what a guest wrote to stderr, tagged with its plugin (rate-limited
+/// with its log lines), and how much of it was not kept.
+pub fn log_stderr(store: &Store<GuestState>) {
+    let state = store.data();
+    let (text, dropped) = state.stderr.contents();
+    let plugin = &state.plugin;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        tracing::warn!(plugin, "guest stderr: {line}");
+        plugin.log.line(
+            &plugin.name,
+            crate::pipeline::LogLevel::Warning,
+            &format!("guest stderr: {line}"),
+        );
+    }
+    if dropped > 0 {
+        tracing::warn!(plugin = %plugin.name, "guest stderr: {dropped} bytes dropped (the last {} KiB are kept)", super::stderr::CAPTURE >> 10);
     }
 }
 

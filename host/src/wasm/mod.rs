@@ -5,12 +5,16 @@ mod auth;
 mod bindings;
 mod cache;
 pub mod engine;
+mod guest_log;
 mod limits;
 mod mapper;
+pub mod sched;
 mod state;
+mod stderr;
 mod tool;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
@@ -23,6 +27,7 @@ pub use tool::ToolPlugin;
 
 use cache::CompiledCache;
 use engine::{EngineOptions, EpochTicker};
+use sched::{SchedOptions, Scheduler};
 use state::GuestState;
 
 /// Which `hangar:plugin` world a component exports.
@@ -91,23 +96,30 @@ impl Discovery {
     }
 }
 
-/// The engine, the linker with Hangar's host imports, the compiled cache and
-/// the epoch ticker: everything needed to load and run components.
+/// The engine, the linker with Hangar's host imports, the compiled cache,
+/// the epoch ticker and the scheduler: everything needed to load and run
+/// components.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<GuestState>,
     cache: CompiledCache,
+    sched: Arc<Scheduler>,
     _ticker: EpochTicker,
 }
 
 impl Runtime {
-    pub fn new(opts: EngineOptions, cache_dir: &Path) -> anyhow::Result<Runtime> {
+    pub fn new(
+        opts: EngineOptions,
+        sched: SchedOptions,
+        cache_dir: &Path,
+    ) -> anyhow::Result<Runtime> {
         let engine = engine::build(opts)?;
         let mut linker = Linker::new(&engine);
         state::link(&mut linker)?;
         Ok(Runtime {
             cache: CompiledCache::new(cache_dir, &engine),
             _ticker: EpochTicker::start(&engine),
+            sched: Scheduler::new(sched),
             engine,
             linker,
         })
@@ -164,11 +176,13 @@ impl Runtime {
             .map_err(|e| format!("not a valid component: {e}"))?;
         let name = plugin_name(path);
         let meta = meta(&name);
-        let linker = &self.linker;
+        let (linker, sched) = (&self.linker, self.sched.clone());
         let kind = match self.world_of(&component)? {
-            World::Tool => ToolPlugin::new(meta, &component, linker).map(PluginKind::Tool),
-            World::Auth => AuthPlugin::new(meta, &component, linker).map(PluginKind::Auth),
-            World::Mapper => MapperPlugin::new(meta, &component, linker).map(PluginKind::Mapper),
+            World::Tool => ToolPlugin::new(meta, &component, linker, sched).map(PluginKind::Tool),
+            World::Auth => AuthPlugin::new(meta, &component, linker, sched).map(PluginKind::Auth),
+            World::Mapper => {
+                MapperPlugin::new(meta, &component, linker, sched).map(PluginKind::Mapper)
+            }
         }
         .map_err(|e| e.to_string())?;
         Ok(LoadedPlugin {

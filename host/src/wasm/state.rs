@@ -4,13 +4,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Instant;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::auth::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
+use super::guest_log::GuestLog;
+use super::sched::{LaneTurn, Scheduler};
+use super::stderr::StderrCapture;
 use crate::pipeline::{EventSink, LogLevel};
 
 /// Who a guest is: its plugin name and its configuration from `hangar.toml`.
@@ -21,66 +25,63 @@ pub struct PluginMeta {
     pub config: Arc<BTreeMap<String, String>>,
     /// Warm-instance reuse, when the operator opted in.
     pub reuse: Option<crate::config::InstancesConfig>,
+    /// The plugin's rate-limited share of the host log.
+    pub log: Arc<GuestLog>,
 }
 
-/// How much of a guest's stderr is kept per call for the host log.
-const STDERR_CAPTURE: usize = 64 << 10;
+/// WASI resources (streams, pollables…) one instance may hold at once; each
+/// costs host memory outside the guest's memory cap.
+const MAX_WASI_RESOURCES: usize = 10_000;
+/// Largest `wasi:random` answer, in bytes (the host allocates it whole).
+const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
-/// The data of one `Store`: WASI with nothing granted, the memory cap, and
-/// where the guest's log and progress calls go.
+/// The data of one `Store`: WASI with nothing granted, the memory cap, the
+/// call's deadline and lane turn, and where the guest's log and progress
+/// calls go.
 pub struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(super) memory: MemoryCap,
-    pub(super) stderr: MemoryOutputPipe,
-    /// How much of `stderr` was already logged (a reused instance keeps its pipe).
-    stderr_logged: usize,
-    plugin: PluginMeta,
+    pub(super) stderr: StderrCapture,
+    pub(super) plugin: PluginMeta,
     events: EventSink,
+    /// When the current call's deadline passes (set by `limits::arm`).
+    pub(super) deadline: Instant,
+    /// The store's long-running-lane permit, while it holds one.
+    pub(super) turn: LaneTurn,
 }
 
 impl GuestState {
     /// State for one call of `plugin`: no files, no network, no environment,
     /// no stdin; stdout is dropped and stderr captured for the host log.
     pub fn new(plugin: PluginMeta, memory_bytes: usize, events: EventSink) -> GuestState {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let stderr = StderrCapture::default();
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .max_random_size(MAX_RANDOM_BYTES)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_WASI_RESOURCES);
         GuestState {
             wasi,
-            table: ResourceTable::new(),
+            table,
             memory: MemoryCap::new(memory_bytes),
             stderr,
-            stderr_logged: 0,
             plugin,
             events,
+            deadline: Instant::now(),
+            turn: LaneTurn::default(),
         }
-    }
-
-    /// What the guest wrote to stderr during the call.
-    pub fn stderr_text(&self) -> String {
-        let all = self.stderr.contents();
-        String::from_utf8_lossy(&all[self.stderr_logged.min(all.len())..]).into_owned()
-    }
-
-    /// Marks stderr as logged so far.
-    pub fn stderr_consumed(&mut self) {
-        self.stderr_logged = self.stderr.contents().len();
-    }
-
-    /// Whether the stderr pipe is more than half full (a reused instance is retired then).
-    pub fn stderr_filling(&self) -> bool {
-        self.stderr.contents().len() > STDERR_CAPTURE / 2
     }
 
     /// Readies a reused instance's state for its next call.
     pub fn reset_for_call(&mut self, memory_bytes: usize, events: EventSink) {
         self.memory = MemoryCap::new(memory_bytes);
         self.events = events;
+        self.stderr.clear();
     }
 }
 
@@ -96,14 +97,7 @@ impl WasiView for GuestState {
 impl host::Host for GuestState {
     fn log(&mut self, level: host::LogLevel, message: String) {
         let level = LogLevel::from(level);
-        match level {
-            LogLevel::Debug => tracing::debug!(plugin = %self.plugin.name, "{message}"),
-            LogLevel::Info | LogLevel::Notice => {
-                tracing::info!(plugin = %self.plugin.name, "{message}")
-            }
-            LogLevel::Warning => tracing::warn!(plugin = %self.plugin.name, "{message}"),
-            _ => tracing::error!(plugin = %self.plugin.name, "{message}"),
-        }
+        self.plugin.log.line(&self.plugin.name, level, &message);
         self.events.log(level, &self.plugin.name, &message);
     }
 
@@ -202,9 +196,10 @@ pub fn store(
     limits: &crate::config::Limits,
     cancel: &crate::pipeline::CancelToken,
     events: EventSink,
+    sched: &Scheduler,
 ) -> wasmtime::Store<GuestState> {
     let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events);
     let mut store = wasmtime::Store::new(engine, state);
-    super::limits::arm(&mut store, limits, cancel);
+    super::limits::arm(&mut store, limits, cancel, sched);
     store
 }

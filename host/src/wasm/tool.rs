@@ -3,15 +3,17 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolPre};
 use super::limits;
+use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta};
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::Limits;
@@ -25,14 +27,21 @@ use crate::pipeline::{
 pub struct ToolPlugin {
     meta: PluginMeta,
     pre: ToolPre<GuestState>,
+    sched: Arc<Scheduler>,
     /// Idle warm instances, when the plugin opted into reuse.
     warm: Mutex<Vec<Warm>>,
 }
 
-/// An instance kept between calls (opt-in reuse).
-struct Warm {
+/// A live instance with the instance slot it occupies.
+struct Instance {
     store: Store<GuestState>,
     tool: Tool,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// An instance kept between calls (opt-in reuse); it keeps its slot.
+struct Warm {
+    instance: Instance,
     calls: u32,
     idle_since: Instant,
 }
@@ -42,12 +51,14 @@ impl ToolPlugin {
         meta: PluginMeta,
         component: &Component,
         linker: &Linker<GuestState>,
+        sched: Arc<Scheduler>,
     ) -> anyhow::Result<ToolPlugin> {
         let pre = ToolPre::new(state::instance_pre(linker, component)?)
             .map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
         Ok(ToolPlugin {
             meta,
             pre,
+            sched,
             warm: Mutex::new(Vec::new()),
         })
     }
@@ -56,67 +67,85 @@ impl ToolPlugin {
         &self.meta.name
     }
 
-    /// Asks the component which tools it offers.
+    /// Asks the component which tools it offers, under `limits` like a call
+    /// (a component whose `list-tools` hangs is given up at its deadline).
     pub async fn list_tools(&self, limits: &Limits) -> Result<Vec<ToolDef>, CallError> {
         let cancel = CancelToken::default();
-        let (mut store, tool) = self
-            .instantiate(limits, &cancel, EventSink::default())
+        let until = Instant::now() + limits.queue_timeout;
+        let mut inst = self
+            .instantiate(limits, &cancel, EventSink::default(), until)
             .await?;
-        let defs = tool.call_list_tools(&mut store).await;
-        limits::log_stderr(&self.meta.name, &store);
-        let defs =
-            defs.map_err(|e| limits::classify(e, &store, Stage::Handler, limits, &cancel))?;
+        let deadline = inst.store.data().deadline;
+        let out = limits::bounded(
+            deadline,
+            limits,
+            &cancel,
+            Stage::Handler,
+            inst.tool.call_list_tools(&mut inst.store),
+        )
+        .await;
+        limits::log_stderr(&inst.store);
+        let defs = limits::settle(out, &inst.store, Stage::Handler, limits, &cancel)?;
         defs.into_iter()
             .map(|d| tool_def(d).map_err(|m| CallError::new(Stage::Handler, ErrorKind::Invalid, m)))
             .collect()
     }
 
     /// Runs `call-tool` under `limits`, in a fresh instance (or, when the
-    /// plugin opted in, a warm one re-armed with this call's limits).
+    /// plugin opted in, a warm one re-armed with this call's limits). `gate`
+    /// is the plugin's or the tool's `max_concurrent` cap, if any.
     pub async fn call(
         &self,
         cx: &CallContext,
         tool_name: &str,
         arguments: &Value,
         limits: &Limits,
+        gate: Option<&Gate>,
     ) -> Result<ToolResult, CallError> {
-        let (mut store, tool, calls) = match self.take_warm() {
+        let until = Instant::now() + limits.queue_timeout;
+        let _running = match gate {
+            Some(gate) => Some(gate.enter(until).await?),
+            None => None,
+        };
+        let (mut inst, calls) = match self.take_warm() {
             Some(mut w) => {
-                w.store
+                let store = &mut w.instance.store;
+                store
                     .data_mut()
                     .reset_for_call(limits.memory_bytes(), cx.events.clone());
-                limits::arm(&mut w.store, limits, &cx.cancel);
-                (w.store, w.tool, w.calls)
+                limits::arm(store, limits, &cx.cancel, &self.sched);
+                (w.instance, w.calls)
             }
             None => {
-                let (store, tool) = self
-                    .instantiate(limits, &cx.cancel, cx.events.clone())
+                let inst = self
+                    .instantiate(limits, &cx.cancel, cx.events.clone(), until)
                     .await?;
-                (store, tool, 0)
+                (inst, 0)
             }
         };
         let wit_cx = wit_context(cx);
-        let out = tool
-            .call_call_tool(&mut store, &wit_cx, tool_name, &arguments.to_string())
-            .await;
-        limits::log_stderr(&self.meta.name, &store);
+        let deadline = inst.store.data().deadline;
+        let args = arguments.to_string();
+        let out = limits::bounded(
+            deadline,
+            limits,
+            &cx.cancel,
+            Stage::Handler,
+            inst.tool
+                .call_call_tool(&mut inst.store, &wit_cx, tool_name, &args),
+        )
+        .await;
+        limits::log_stderr(&inst.store);
+        // A trapped, timed-out or cancelled instance is never reused.
+        let out = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
+        self.give_back(inst, calls + 1);
         match out {
-            Ok(out) => {
-                self.give_back(store, tool, calls + 1);
-                match out {
-                    Ok(result) => call_result(result)
-                        .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m)),
-                    Err(e) => Ok(ToolResult::error(e.message)),
-                }
+            Ok(result) => {
+                check_output(&result, limits)?;
+                call_result(result)
+                    .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))
             }
-            // A trapped instance is never reused.
-            Err(e) => Err(limits::classify(
-                e,
-                &store,
-                Stage::Handler,
-                limits,
-                &cx.cancel,
-            )),
+            Err(e) => Ok(ToolResult::error(e.message)),
         }
     }
 
@@ -129,39 +158,116 @@ impl ToolPlugin {
     }
 
     /// Keeps an instance that finished a call cleanly, unless it has served
-    /// its calls, its stderr is filling, or the pool is full.
-    fn give_back(&self, mut store: Store<GuestState>, tool: Tool, calls: u32) {
+    /// its calls or the pool is full.
+    fn give_back(&self, instance: Instance, calls: u32) {
         let Some(reuse) = &self.meta.reuse else {
             return;
         };
-        if calls >= reuse.max_calls || store.data().stderr_filling() {
+        if calls >= reuse.max_calls {
             return;
         }
-        store.data_mut().stderr_consumed();
+        // An idle instance must not hold up the long-running lane.
+        instance.store.data().turn.release();
         let mut pool = self.warm.lock().unwrap();
         if pool.len() < reuse.pool_size {
             pool.push(Warm {
-                store,
-                tool,
+                instance,
                 calls,
                 idle_since: Instant::now(),
             });
         }
     }
 
+    /// A fresh instance in a slot of the tool pool (waiting until `until` for one).
     async fn instantiate(
         &self,
         limits: &Limits,
         cancel: &CancelToken,
         events: EventSink,
-    ) -> Result<(Store<GuestState>, Tool), CallError> {
-        let mut store = state::store(self.pre.engine(), &self.meta, limits, cancel, events);
-        match self.pre.instantiate_async(&mut store).await {
-            Ok(tool) => Ok((store, tool)),
-            Err(e) => {
-                tracing::warn!(plugin = %self.meta.name, "instantiation failed: {e:?}");
-                Err(limits::classify(e, &store, Stage::Handler, limits, cancel))
-            }
+        until: Instant,
+    ) -> Result<Instance, CallError> {
+        let slot = self.sched.slot(Pool::Tools, until, Stage::Handler).await?;
+        let mut store = state::store(
+            self.pre.engine(),
+            &self.meta,
+            limits,
+            cancel,
+            events,
+            &self.sched,
+        );
+        let deadline = store.data().deadline;
+        let out = limits::bounded(
+            deadline,
+            limits,
+            cancel,
+            Stage::Handler,
+            self.pre.instantiate_async(&mut store),
+        )
+        .await;
+        if let Ok(Err(e)) = &out {
+            tracing::warn!(plugin = %self.meta.name, "instantiation failed: {e:?}");
+        }
+        let tool = limits::settle(out, &store, Stage::Handler, limits, cancel)?;
+        Ok(Instance {
+            store,
+            tool,
+            _slot: slot,
+        })
+    }
+}
+
+/// Refuses a result over `max_output_bytes` or `max_content_blocks`, counted
+/// on the lifted guest values before any host copy (JSON, base64) is built.
+/// The lifted values themselves are bounded by the guest's memory cap.
+fn check_output(r: &wit::CallResult, limits: &Limits) -> Result<(), CallError> {
+    let blocks = r.content.len();
+    if blocks as u64 > u64::from(limits.max_content_blocks) {
+        return Err(CallError::new(
+            Stage::Handler,
+            ErrorKind::Limit,
+            format!(
+                "output of {blocks} content blocks exceeds the limit of {} blocks",
+                limits.max_content_blocks
+            ),
+        ));
+    }
+    let bytes: usize = r.content.iter().map(block_bytes).sum::<usize>()
+        + r.structured_content.as_ref().map_or(0, String::len);
+    output_within(bytes, limits, Stage::Handler)
+}
+
+/// Refuses `bytes` of output over `max_output_bytes` (tool results and mapper payloads).
+pub(super) fn output_within(bytes: usize, limits: &Limits, stage: Stage) -> Result<(), CallError> {
+    if bytes as u64 > limits.max_output_bytes {
+        return Err(CallError::new(
+            stage,
+            ErrorKind::Limit,
+            format!(
+                "output of {bytes} bytes exceeds the limit of {} bytes",
+                limits.max_output_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn block_bytes(block: &wit::ContentBlock) -> usize {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    match block {
+        wit::ContentBlock::Text(t) => t.len(),
+        wit::ContentBlock::Image(m) | wit::ContentBlock::Audio(m) => {
+            m.data.len() + m.mime_type.len()
+        }
+        wit::ContentBlock::Resource(r) => {
+            r.uri.len()
+                + opt(&r.mime_type)
+                + match &r.contents {
+                    wit::ResourceContents::Text(t) => t.len(),
+                    wit::ResourceContents::Blob(b) => b.len(),
+                }
+        }
+        wit::ContentBlock::ResourceLink(l) => {
+            l.uri.len() + l.name.len() + opt(&l.description) + opt(&l.mime_type)
         }
     }
 }

@@ -1,0 +1,180 @@
+//! Sharing the machine between guest calls: instance slots, concurrency
+//! caps, and the long-running lane.
+//!
+//! - **Instance slots.** The pooling allocator has `max_instances` slots.
+//!   Tool calls draw from one share, auth checks and mappers from a share of
+//!   their own, so tool calls that fill the pool make the next call wait and
+//!   then fail with `busy:` — never `Unauthorized`.
+//! - **Concurrency caps** ([`Gate`]): `max_concurrent` per plugin or per tool.
+//! - **The long-running lane.** Every guest yields at each epoch tick. A call
+//!   that has run longer than `long_running_after` must also hold one of a
+//!   few lane permits to run its next tick, so runaway calls take turns on
+//!   at most `long_running_slots` cores while short calls never wait.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::pipeline::{CallError, CancelToken, ErrorKind, Stage};
+
+/// How the scheduler is sized (from `[server]`).
+#[derive(Debug, Clone, Copy)]
+pub struct SchedOptions {
+    pub max_instances: u32,
+    /// Slots kept for auth checks and mappers.
+    pub stage_instances: u32,
+    pub long_running_slots: u32,
+    pub long_running_after: Duration,
+}
+
+impl SchedOptions {
+    /// Defaults for what `[server]` leaves unset: a quarter of the pool (at
+    /// least 2) for auth and mappers; all cores but one (at least 1) for long calls.
+    pub fn new(
+        max_instances: u32,
+        stage_instances: Option<u32>,
+        long_running_slots: Option<u32>,
+        long_running_after: Duration,
+    ) -> SchedOptions {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let stage = stage_instances.unwrap_or((max_instances / 4).max(2));
+        SchedOptions {
+            max_instances,
+            stage_instances: stage.min(max_instances.saturating_sub(1)),
+            long_running_slots: long_running_slots.unwrap_or(cores.saturating_sub(1)).max(1),
+            long_running_after,
+        }
+    }
+}
+
+/// Which share of the instance pool a guest instance comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// Tool calls and `list-tools`.
+    Tools,
+    /// Auth checks and mappers.
+    Stages,
+}
+
+/// The process-wide slots and lane every guest call goes through.
+pub struct Scheduler {
+    tool_slots: Arc<Semaphore>,
+    stage_slots: Arc<Semaphore>,
+    lane: Arc<Semaphore>,
+    long_after: Duration,
+}
+
+impl Scheduler {
+    pub fn new(opts: SchedOptions) -> Arc<Scheduler> {
+        let tools = opts.max_instances - opts.stage_instances;
+        Arc::new(Scheduler {
+            tool_slots: Arc::new(Semaphore::new(tools as usize)),
+            stage_slots: Arc::new(Semaphore::new(opts.stage_instances as usize)),
+            lane: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
+            long_after: opts.long_running_after,
+        })
+    }
+
+    /// An instance slot from `pool`, waiting until `until` at most.
+    pub async fn slot(
+        &self,
+        pool: Pool,
+        until: Instant,
+        stage: Stage,
+    ) -> Result<OwnedSemaphorePermit, CallError> {
+        let (slots, what) = match pool {
+            Pool::Tools => (&self.tool_slots, "tool calls"),
+            Pool::Stages => (&self.stage_slots, "auth checks and mappers"),
+        };
+        if let Ok(permit) = slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        tokio::time::timeout_at(until.into(), slots.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| busy(stage, format!("no free instance slot for {what}")))
+    }
+
+    /// How long a call runs before it needs a lane permit for every tick.
+    pub fn long_after(&self) -> Duration {
+        self.long_after
+    }
+
+    pub(super) fn lane(&self) -> Arc<Semaphore> {
+        self.lane.clone()
+    }
+}
+
+/// A `max_concurrent` cap shared by the calls it governs (a plugin's, or one tool's).
+pub struct Gate {
+    permits: Arc<Semaphore>,
+    max: u32,
+    /// What is capped, for the busy message (`plugin echo`, `tool spin`).
+    what: String,
+}
+
+impl Gate {
+    pub fn new(max: u32, what: String) -> Gate {
+        Gate {
+            permits: Arc::new(Semaphore::new(max as usize)),
+            max,
+            what,
+        }
+    }
+
+    /// A permit to run, waiting until `until` at most.
+    pub async fn enter(&self, until: Instant) -> Result<OwnedSemaphorePermit, CallError> {
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        tokio::time::timeout_at(until.into(), self.permits.clone().acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| {
+                busy(
+                    Stage::Handler,
+                    format!("{} is running its limit of {} calls", self.what, self.max),
+                )
+            })
+    }
+}
+
+fn busy(stage: Stage, why: String) -> CallError {
+    CallError::new(stage, ErrorKind::Busy, format!("busy: {why}"))
+}
+
+/// A store's turn in the long-running lane: the permit it holds while it
+/// runs one tick, given back at the next tick (or when the store goes).
+#[derive(Clone, Default)]
+pub struct LaneTurn(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl LaneTurn {
+    /// Gives the permit back, if held.
+    pub fn release(&self) {
+        self.0.lock().unwrap().take();
+    }
+
+    /// Waits for a lane permit and keeps it; gives up at `deadline` or on
+    /// cancellation (the epoch callback then stops the guest).
+    pub fn wait(
+        &self,
+        lane: Arc<Semaphore>,
+        deadline: Instant,
+        cancel: CancelToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let turn = self.clone();
+        async move {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+                permit = lane.acquire_owned() => {
+                    *turn.0.lock().unwrap() = permit.ok();
+                }
+            }
+        }
+    }
+}
