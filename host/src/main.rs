@@ -54,7 +54,23 @@ enum Command {
     },
 }
 
+/// Makes glibc's allocator give large freed blocks back to the system.
+///
+/// By default glibc raises its mmap threshold to the size of any large block
+/// freed (up to 32 MiB), so after one big guest result every later block of
+/// a few MiB comes from the heap and stays resident when freed. Measured
+/// here: RSS stayed +27 MiB after output floods with the default, +5 MiB
+/// with a fixed 1 MiB threshold. Blocks that size are rare on the call path.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

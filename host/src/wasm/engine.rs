@@ -7,8 +7,9 @@ use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances. Deadlines and cancellation are checked, and a
-/// running guest yields to other tasks, once per tick.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// running guest yields to other tasks and takes its next lane turn, once per
+/// tick: the tick is the longest a CPU-bound guest holds a core unchecked.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Per-component caps of the pooling allocator.
 const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 64;

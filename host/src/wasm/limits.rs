@@ -1,5 +1,6 @@
 //! Running guest code under its limits, and naming the one that stopped it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -10,18 +11,20 @@ use crate::config::Limits;
 use crate::pipeline::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How long past its deadline a guest call may take before the timer around
-/// it gives up on it (the epoch tick normally stops it first).
-pub const GRACE: Duration = Duration::from_millis(100);
+/// it gives up on it (a running guest is stopped by the epoch tick first; a
+/// guest waiting for its lane turn or blocked in a host call, by the timer).
+pub const GRACE: Duration = Duration::from_millis(5);
 
 /// Arms a store with fuel, the memory cap and a deadline that also honours
-/// cancellation. At every epoch tick the guest yields to other tasks; once it
-/// has run longer than the scheduler's `long_after`, it also waits for a
-/// turn in the long-running lane before each tick it runs.
+/// cancellation. At every epoch tick the guest gives the CPU-lane permits it
+/// ran under back, yields to other tasks, and runs on only with permits for
+/// its next tick (see [`super::sched`]): at once when they are free,
+/// otherwise after waiting its turn.
 pub fn arm(
     store: &mut Store<GuestState>,
     limits: &Limits,
     cancel: &CancelToken,
-    sched: &Scheduler,
+    sched: &Arc<Scheduler>,
 ) {
     store
         .set_fuel(limits.fuel)
@@ -31,20 +34,25 @@ pub fn arm(
     let deadline = started + limits.deadline;
     store.data_mut().deadline = deadline;
     let turn = store.data().turn.clone();
-    let (lane, long_after) = (sched.lane(), sched.long_after());
-    let cancel = cancel.clone();
+    let (sched, cancel) = (sched.clone(), cancel.clone());
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         let now = Instant::now();
         if cancel.is_cancelled() || now >= deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
-        // A tick is over: the lane permit it ran under goes to the next in line.
         turn.release();
-        if now.duration_since(started) < long_after {
-            return Ok(UpdateDeadline::Yield(1));
+        let long = sched.is_long(now.duration_since(started));
+        if turn.try_take(&sched, long) {
+            // tokio's own yield puts the task behind the others (wasmtime's
+            // plain `Yield` wakes it at once, and measured here a guest
+            // re-polled that way kept its worker from short calls).
+            return Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ));
         }
-        let wait = turn.wait(lane.clone(), deadline, cancel.clone());
+        let wait = turn.wait(&sched, long, deadline, cancel.clone());
         Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
     });
 }

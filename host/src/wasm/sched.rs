@@ -6,11 +6,15 @@
 //!   their own, so tool calls that fill the pool make the next call wait and
 //!   then fail with `busy:` — never `Unauthorized`.
 //! - **Concurrency caps** ([`Gate`]): `max_concurrent` per plugin or per tool.
-//! - **The long-running lane.** Every guest yields at each epoch tick. A call
-//!   that has run longer than `long_running_after` must also hold one of a
-//!   few lane permits to run its next tick, so runaway calls take turns on
-//!   at most `long_running_slots` cores while short calls never wait.
-
+//! - **The CPU lane.** Every guest yields at each epoch tick (1 ms). A call
+//!   still running at a tick needs a CPU permit to run the next one; there
+//!   are `long_running_slots` of them (cores − 1 by default), so guests past
+//!   their first tick leave a core to short calls, which finish before their
+//!   first tick or wait at most a tick. Calls older than
+//!   `long_running_after` also need a long-running permit first (as many),
+//!   so at most that many of them queue for the CPU: a young call waits
+//!   behind at most one slice of each, never behind every runaway. A free
+//!   permit is taken without waiting.
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,7 +65,10 @@ pub enum Pool {
 pub struct Scheduler {
     tool_slots: Arc<Semaphore>,
     stage_slots: Arc<Semaphore>,
-    lane: Arc<Semaphore>,
+    /// One tick of guest code each.
+    cpu: Arc<Semaphore>,
+    /// Held by calls older than `long_after` while they queue for `cpu`.
+    long: Arc<Semaphore>,
     long_after: Duration,
 }
 
@@ -71,7 +78,8 @@ impl Scheduler {
         Arc::new(Scheduler {
             tool_slots: Arc::new(Semaphore::new(tools as usize)),
             stage_slots: Arc::new(Semaphore::new(opts.stage_instances as usize)),
-            lane: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
+            cpu: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
+            long: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long_after: opts.long_running_after,
         })
     }
@@ -97,13 +105,9 @@ impl Scheduler {
             .ok_or_else(|| busy(stage, format!("no free instance slot for {what}")))
     }
 
-    /// How long a call runs before it needs a lane permit for every tick.
-    pub fn long_after(&self) -> Duration {
-        self.long_after
-    }
-
-    pub(super) fn lane(&self) -> Arc<Semaphore> {
-        self.lane.clone()
+    /// Whether a call that has run for `elapsed` counts as long-running.
+    pub(super) fn is_long(&self, elapsed: Duration) -> bool {
+        elapsed >= self.long_after
     }
 }
 
@@ -146,35 +150,74 @@ fn busy(stage: Stage, why: String) -> CallError {
     CallError::new(stage, ErrorKind::Busy, format!("busy: {why}"))
 }
 
-/// A store's turn in the long-running lane: the permit it holds while it
-/// runs one tick, given back at the next tick (or when the store goes).
+/// A store's turn on the CPU lane: the permits it holds while it runs one
+/// tick, given back at the next tick (or when the store goes).
 #[derive(Clone, Default)]
-pub struct LaneTurn(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+pub struct LaneTurn(Arc<Mutex<Held>>);
+
+#[derive(Default)]
+struct Held {
+    long: Option<OwnedSemaphorePermit>,
+    cpu: Option<OwnedSemaphorePermit>,
+}
 
 impl LaneTurn {
-    /// Gives the permit back, if held.
+    /// Gives the permits back, if held.
     pub fn release(&self) {
-        self.0.lock().unwrap().take();
+        *self.0.lock().unwrap() = Held::default();
     }
 
-    /// Waits for a lane permit and keeps it; gives up at `deadline` or on
-    /// cancellation (the epoch callback then stops the guest).
+    /// Takes the next tick's permits without waiting, if they are free
+    /// (none is free while others wait: tokio's semaphore hands permits out
+    /// in order). What it got is kept for [`LaneTurn::wait`].
+    pub fn try_take(&self, sched: &Scheduler, long: bool) -> bool {
+        let mut held = self.0.lock().unwrap();
+        if long {
+            match sched.long.clone().try_acquire_owned() {
+                Ok(permit) => held.long = Some(permit),
+                Err(_) => return false,
+            }
+        }
+        match sched.cpu.clone().try_acquire_owned() {
+            Ok(permit) => {
+                held.cpu = Some(permit);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Waits for the permits `try_take` did not get, and keeps them. Past
+    /// `deadline` or on cancellation it never resumes the guest: the timer
+    /// around the call (`limits::bounded`) ends it there, so a crowd of
+    /// waiting runaways that reach their deadline together does not each
+    /// run one more tick.
     pub fn wait(
         &self,
-        lane: Arc<Semaphore>,
+        sched: &Scheduler,
+        long: bool,
         deadline: Instant,
         cancel: CancelToken,
     ) -> impl Future<Output = ()> + Send + 'static {
         let turn = self.clone();
+        let (long_permits, cpu) = (sched.long.clone(), sched.cpu.clone());
+        let acquire = async move {
+            let needs_long = long && turn.0.lock().unwrap().long.is_none();
+            if needs_long {
+                let permit = long_permits.acquire_owned().await.ok();
+                turn.0.lock().unwrap().long = permit;
+            }
+            let permit = cpu.acquire_owned().await.ok();
+            turn.0.lock().unwrap().cpu = permit;
+        };
         async move {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {}
                 _ = tokio::time::sleep_until(deadline.into()) => {}
-                permit = lane.acquire_owned() => {
-                    *turn.0.lock().unwrap() = permit.ok();
-                }
+                _ = acquire => return,
             }
+            std::future::pending::<()>().await
         }
     }
 }

@@ -196,7 +196,7 @@ pub fn store(
     limits: &crate::config::Limits,
     cancel: &crate::pipeline::CancelToken,
     events: EventSink,
-    sched: &Scheduler,
+    sched: &Arc<Scheduler>,
 ) -> wasmtime::Store<GuestState> {
     let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events);
     let mut store = wasmtime::Store::new(engine, state);
