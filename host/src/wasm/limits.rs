@@ -128,7 +128,13 @@ pub fn classify(
             };
             CallError::new(stage, ErrorKind::Failed, message)
         }
-        None => CallError::new(stage, ErrorKind::Failed, format!("guest failed: {err}")),
+        // A host function refused the guest (e.g. a WASI cap): the cause is the
+        // innermost error; the outer ones only say where in the guest it was.
+        None => CallError::new(
+            stage,
+            ErrorKind::Failed,
+            format!("guest failed: {}", err.root_cause()),
+        ),
     }
 }
 
