@@ -218,6 +218,19 @@ pub struct PluginConfig {
     /// Warm-instance reuse (tool plugins): off by default, for isolation.
     #[serde(default)]
     pub instances: InstancesConfig,
+    /// What the plugin may reach outside its sandbox; nothing by default.
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+/// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Hosts (ports 80/443 by scheme), `host:port` or `*.domain` the plugin's
+    /// outbound HTTP requests may go to.
+    #[serde(default)]
+    pub http: Vec<String>,
 }
 
 /// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a

@@ -40,8 +40,11 @@ pub struct Hangar {
 #[derive(Debug, Clone)]
 pub struct LoadedEntry {
     pub path: std::path::PathBuf,
+    pub name: String,
     pub world: wasm::World,
     pub origin: wasm::Origin,
+    /// Imports that need a grant (`wasi:http/…`).
+    pub granted_imports: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -87,8 +90,10 @@ impl Hangar {
                 .iter()
                 .map(|p| LoadedEntry {
                     path: p.path.clone(),
+                    name: p.name.clone(),
                     world: p.world(),
                     origin: p.origin,
+                    granted_imports: p.granted_imports.clone(),
                 })
                 .collect(),
             from_cache: discovery.count(wasm::Origin::Cache),
@@ -132,11 +137,19 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
                 }),
             }
         }
+        let http = wasm::http::HttpGrants::parse(&plugin.grants.http).unwrap_or_else(|error| {
+            problems.push(LoadFailure {
+                path: std::path::PathBuf::from(format!("plugins.{name}.grants")),
+                error,
+            });
+            Default::default()
+        });
         let meta = wasm::PluginMeta {
             name: name.as_str().into(),
             config: Arc::new(values),
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
             log: Default::default(),
+            http: Arc::new(http),
         };
         metas.insert(name.clone(), meta);
     }

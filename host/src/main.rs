@@ -171,6 +171,23 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             entry.path.display(),
             entry.world.as_str()
         );
+        let granted = hangar
+            .config
+            .plugins
+            .get(&entry.name)
+            .map(|p| p.grants.http.join(", "))
+            .filter(|g| !g.is_empty());
+        if !entry.granted_imports.is_empty() {
+            println!(
+                "        imports {}; grants http: {}",
+                entry.granted_imports.join(", "),
+                granted
+                    .as_deref()
+                    .unwrap_or("none (its requests will be refused)")
+            );
+        } else if let Some(granted) = granted {
+            println!("        grants http: {granted} (the component imports no wasi:http)");
+        }
     }
     for tool in hangar.pipeline.catalog().tools() {
         println!("  tool  {} ({})", tool.def.name, tool.source.display());

@@ -56,6 +56,7 @@ impl AuthPlugin {
             limits,
             &cx.cancel,
             cx.events.clone(),
+            super::tool::trace(cx),
             &self.sched,
         );
         let request = request_context(tool, cx);

@@ -53,6 +53,7 @@ impl MapperPlugin {
             limits,
             &cx.cancel,
             cx.events.clone(),
+            super::tool::trace(cx),
             &self.sched,
         );
         let deadline = store.data().deadline;

@@ -6,6 +6,7 @@ mod bindings;
 mod cache;
 pub mod engine;
 mod guest_log;
+pub mod http;
 mod limits;
 mod mapper;
 pub mod sched;
@@ -57,6 +58,8 @@ pub struct LoadedPlugin {
     pub by_convention: bool,
     pub origin: Origin,
     pub kind: PluginKind,
+    /// The component's imports that only work under a grant (`wasi:http/…`).
+    pub granted_imports: Vec<String>,
 }
 
 /// A loaded plugin of one of the three worlds.
@@ -185,12 +188,19 @@ impl Runtime {
             }
         }
         .map_err(|e| e.to_string())?;
+        let granted_imports = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .filter(|n| n.starts_with("wasi:http/"))
+            .collect();
         Ok(LoadedPlugin {
             path: path.to_path_buf(),
             name,
             by_convention,
             origin,
             kind,
+            granted_imports,
         })
     }
 

@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::auth::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
 use super::guest_log::GuestLog;
+use super::http::{HttpCall, HttpGrants};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
 use crate::pipeline::{EventSink, LogLevel};
@@ -27,6 +28,8 @@ pub struct PluginMeta {
     pub reuse: Option<crate::config::InstancesConfig>,
     /// The plugin's rate-limited share of the host log.
     pub log: Arc<GuestLog>,
+    /// Where the plugin may send HTTP requests (`grants.http`).
+    pub http: Arc<HttpGrants>,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -45,6 +48,9 @@ pub struct GuestState {
     pub(super) stderr: StderrCapture,
     pub(super) plugin: PluginMeta,
     events: EventSink,
+    http_ctx: wasmtime_wasi_http::WasiHttpCtx,
+    /// Outbound HTTP under the plugin's grants, bounded by the call.
+    http: HttpCall,
     /// When the current call's deadline passes (set by `limits::arm`).
     pub(super) deadline: Instant,
     /// The store's long-running-lane permit, while it holds one.
@@ -54,7 +60,12 @@ pub struct GuestState {
 impl GuestState {
     /// State for one call of `plugin`: no files, no network, no environment,
     /// no stdin; stdout is dropped and stderr captured for the host log.
-    pub fn new(plugin: PluginMeta, memory_bytes: usize, events: EventSink) -> GuestState {
+    pub fn new(
+        plugin: PluginMeta,
+        memory_bytes: usize,
+        events: EventSink,
+        trace_id: Option<&str>,
+    ) -> GuestState {
         let stderr = StderrCapture::default();
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
@@ -65,7 +76,11 @@ impl GuestState {
             .build();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
+        let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
+        http.trace_id = trace_id.map(str::to_owned);
         GuestState {
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http,
             wasi,
             table,
             memory: MemoryCap::new(memory_bytes),
@@ -78,10 +93,16 @@ impl GuestState {
     }
 
     /// Readies a reused instance's state for its next call.
-    pub fn reset_for_call(&mut self, memory_bytes: usize, events: EventSink) {
+    pub fn reset_for_call(
+        &mut self,
+        memory_bytes: usize,
+        events: EventSink,
+        trace_id: Option<&str>,
+    ) {
         self.memory = MemoryCap::new(memory_bytes);
         self.events = events;
         self.stderr.clear();
+        self.http.trace_id = trace_id.map(str::to_owned);
     }
 }
 
@@ -90,6 +111,18 @@ impl WasiView for GuestState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for GuestState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        // Requests are bounded by the deadline of the call running now.
+        self.http.deadline = self.deadline;
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
         }
     }
 }
@@ -138,9 +171,12 @@ pub fn instance_pre(
         .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
 }
 
-/// Adds WASI p2 and the `hangar:plugin/host` and `config` imports to a linker.
+/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host` and `config` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // Linked for every plugin; a request goes out only under a grant.
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     config::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
@@ -196,9 +232,10 @@ pub fn store(
     limits: &crate::config::Limits,
     cancel: &crate::pipeline::CancelToken,
     events: EventSink,
+    trace_id: Option<&str>,
     sched: &Arc<Scheduler>,
 ) -> wasmtime::Store<GuestState> {
-    let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events);
+    let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events, trace_id);
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     store

@@ -73,7 +73,7 @@ impl ToolPlugin {
         let cancel = CancelToken::default();
         let until = Instant::now() + limits.queue_timeout;
         let mut inst = self
-            .instantiate(limits, &cancel, EventSink::default(), until)
+            .instantiate(limits, &cancel, EventSink::default(), None, until)
             .await?;
         let deadline = inst.store.data().deadline;
         let out = limits::bounded(
@@ -110,15 +110,17 @@ impl ToolPlugin {
         let (mut inst, calls) = match self.take_warm() {
             Some(mut w) => {
                 let store = &mut w.instance.store;
-                store
-                    .data_mut()
-                    .reset_for_call(limits.memory_bytes(), cx.events.clone());
+                store.data_mut().reset_for_call(
+                    limits.memory_bytes(),
+                    cx.events.clone(),
+                    trace(cx),
+                );
                 limits::arm(store, limits, &cx.cancel, &self.sched);
                 (w.instance, w.calls)
             }
             None => {
                 let inst = self
-                    .instantiate(limits, &cx.cancel, cx.events.clone(), until)
+                    .instantiate(limits, &cx.cancel, cx.events.clone(), trace(cx), until)
                     .await?;
                 (inst, 0)
             }
@@ -184,6 +186,7 @@ impl ToolPlugin {
         limits: &Limits,
         cancel: &CancelToken,
         events: EventSink,
+        trace_id: Option<&str>,
         until: Instant,
     ) -> Result<Instance, CallError> {
         let slot = self.sched.slot(Pool::Tools, until, Stage::Handler).await?;
@@ -193,6 +196,7 @@ impl ToolPlugin {
             limits,
             cancel,
             events,
+            trace_id,
             &self.sched,
         );
         let deadline = store.data().deadline;
@@ -270,6 +274,11 @@ fn block_bytes(block: &wit::ContentBlock) -> usize {
             l.uri.len() + l.name.len() + opt(&l.description) + opt(&l.mime_type)
         }
     }
+}
+
+/// The call's trace id, for `traceparent` on outbound requests.
+pub(super) fn trace(cx: &CallContext) -> Option<&str> {
+    (!cx.trace_id.is_empty()).then_some(cx.trace_id.as_str())
 }
 
 /// What a guest sees of a call.

@@ -1,0 +1,65 @@
+//! `http-fetch`: a guest that makes one outbound HTTP request through
+//! `wasi:http/outgoing-handler` (with `wstd`), for the HTTP grant tests.
+//! Kept out of the default plugins folder.
+//!
+//! `fetch {url, method?}` answers `"<status> <body>"` (the body read fully,
+//! lossy UTF-8), or a tool error `request failed: <Debug of the error>`, so a
+//! refused request shows the wasi:http error code the host gave.
+
+use hangar_sdk::{CallContext, CallResult, Tool, ToolDefinition, ToolError, json};
+use wstd::http::{Body, Client, Method, Request};
+
+struct HttpFetch;
+
+async fn fetch(url: &str, method: &str) -> wstd::http::Result<String> {
+    let method = Method::from_bytes(method.as_bytes())?;
+    let request = Request::builder()
+        .uri(url)
+        .method(method)
+        .body(Body::empty())?;
+    let response = Client::new().send(request).await?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let bytes = body.contents().await?;
+    Ok(format!("{status} {}", String::from_utf8_lossy(bytes)))
+}
+
+impl Tool for HttpFetch {
+    fn list_tools() -> Vec<ToolDefinition> {
+        vec![ToolDefinition::new(
+            "fetch",
+            "Makes one HTTP request from inside the guest and answers \"<status> <body>\"",
+            json!({
+                "type": "object",
+                "properties": {
+                    "url": { "type": "string" },
+                    "method": { "type": "string", "default": "GET" }
+                },
+                "required": ["url"]
+            }),
+        )]
+    }
+
+    fn call_tool(
+        _cx: CallContext,
+        name: String,
+        arguments: String,
+    ) -> Result<CallResult, ToolError> {
+        if name != "fetch" {
+            return Err(ToolError::new(format!("unknown tool {name}")));
+        }
+        let args: serde_json::Value = serde_json::from_str(&arguments)
+            .map_err(|e| ToolError::new(format!("bad arguments: {e}")))?;
+        let url = args
+            .get("url")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| ToolError::new("missing string argument `url`"))?;
+        let method = args.get("method").and_then(|v| v.as_str()).unwrap_or("GET");
+        match wstd::runtime::block_on(fetch(url, method)) {
+            Ok(text) => Ok(CallResult::text(text)),
+            Err(e) => Err(ToolError::new(format!("request failed: {e:?}"))),
+        }
+    }
+}
+
+hangar_sdk::export_tool!(HttpFetch);
