@@ -25,6 +25,8 @@ mod tool_helpers;
 #[cfg(feature = "tool")]
 pub use tool::Guest as Tool;
 #[cfg(feature = "tool")]
+pub use tool::hangar::plugin::config::get as config;
+#[cfg(feature = "tool")]
 pub use tool::hangar::plugin::host::{LogLevel, log, progress};
 #[cfg(feature = "tool")]
 pub use tool::hangar::plugin::types::{

@@ -18,6 +18,7 @@ pub mod auth {
         with: {
             "hangar:plugin/types": super::tool::hangar::plugin::types,
             "hangar:plugin/host": super::tool::hangar::plugin::host,
+            "hangar:plugin/config": super::tool::hangar::plugin::config,
         },
     });
 }
@@ -30,7 +31,7 @@ pub mod mapper {
         with: {
             "hangar:plugin/types": super::tool::hangar::plugin::types,
             "hangar:plugin/host": super::tool::hangar::plugin::host,
-            "hangar:plugin/config": super::auth::hangar::plugin::config,
+            "hangar:plugin/config": super::tool::hangar::plugin::config,
         },
     });
 }

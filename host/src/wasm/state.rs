@@ -10,7 +10,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::auth::hangar::plugin::config;
+use super::bindings::tool::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
 use super::guest_log::GuestLog;
 use super::http::{HttpCall, HttpGrants};
