@@ -22,6 +22,8 @@ pub struct Compiled {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
     MissingEnv(String),
+    /// A `{{ file./path }}` that cannot be read: the path and why.
+    SecretFile(String, String),
     Invalid(String),
 }
 
@@ -29,12 +31,16 @@ impl std::fmt::Display for TemplateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TemplateError::MissingEnv(v) => write!(f, "environment variable {v} is not set"),
+            TemplateError::SecretFile(path, why) => write!(f, "secret file {path}: {why}"),
             TemplateError::Invalid(m) => f.write_str(m),
         }
     }
 }
 
-/// Replaces `{{ env.VAR }}` in any text (connector URLs, paths).
+/// Replaces `{{ env.VAR }}` and `{{ file./path }}` (the file's content,
+/// without a trailing newline: a mounted secret) in any text — connector
+/// URLs, paths, plugin config. Error messages name the variable or file,
+/// never a value.
 pub fn substitute_env(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -43,15 +49,16 @@ pub fn substitute_env(
     let mut rest = text;
     while let Some((before, name, after)) = next_placeholder(rest)? {
         out.push_str(before);
-        match name.strip_prefix("env.") {
-            Some(var) => {
-                out.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?)
-            }
-            None => {
-                return Err(TemplateError::Invalid(format!(
-                    "only {{{{ env.VAR }}}} may appear here, not {{{{ {name} }}}}"
-                )));
-            }
+        if let Some(var) = name.strip_prefix("env.") {
+            out.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?);
+        } else if let Some(path) = name.strip_prefix("file.") {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| TemplateError::SecretFile(path.to_string(), e.kind().to_string()))?;
+            out.push_str(text.strip_suffix('\n').unwrap_or(&text));
+        } else {
+            return Err(TemplateError::Invalid(format!(
+                "only {{{{ env.VAR }}}} or {{{{ file./path }}}} may appear here, not {{{{ {name} }}}}"
+            )));
         }
         rest = after;
     }
@@ -178,6 +185,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.sql, "SELECT ?1, ?2");
+    }
+
+    #[test]
+    fn secret_files_are_read_and_a_missing_one_is_named() {
+        let path = std::env::temp_dir().join(format!("hangar-secret-{}", std::process::id()));
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let text = format!("Bearer {{{{ file.{} }}}}", path.display());
+        assert_eq!(substitute_env(&text, &env).unwrap(), "Bearer s3cret");
+        std::fs::remove_file(&path).unwrap();
+        let e = substitute_env(&text, &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("secret file {}: entity not found", path.display())
+        );
     }
 
     #[test]

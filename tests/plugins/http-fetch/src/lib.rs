@@ -1,12 +1,13 @@
 //! `http-fetch`: a guest that makes one outbound HTTP request through
-//! `wasi:http/outgoing-handler` (with `wstd`), for the HTTP grant tests.
+//! `wasi:http/outgoing-handler` (with `wstd`), for the HTTP grant tests, and
+//! reads its plugin config (`config {key}`), for the secret tests.
 //! Kept out of the default plugins folder.
 //!
 //! `fetch {url, method?}` answers `"<status> <body>"` (the body read fully,
 //! lossy UTF-8), or a tool error `request failed: <Debug of the error>`, so a
 //! refused request shows the wasi:http error code the host gave.
 
-use hangar_sdk::{CallContext, CallResult, Tool, ToolDefinition, ToolError, json};
+use hangar_sdk::{CallContext, CallResult, Tool, ToolDefinition, ToolError, config, json};
 use wstd::http::{Body, Client, Method, Request};
 
 struct HttpFetch;
@@ -26,18 +27,25 @@ async fn fetch(url: &str, method: &str) -> wstd::http::Result<String> {
 
 impl Tool for HttpFetch {
     fn list_tools() -> Vec<ToolDefinition> {
-        vec![ToolDefinition::new(
-            "fetch",
-            "Makes one HTTP request from inside the guest and answers \"<status> <body>\"",
-            json!({
-                "type": "object",
-                "properties": {
-                    "url": { "type": "string" },
-                    "method": { "type": "string", "default": "GET" }
-                },
-                "required": ["url"]
-            }),
-        )]
+        vec![
+            ToolDefinition::new(
+                "config",
+                "Answers the plugin's config value for `key` (a secret, in the tests), or (unset)",
+                json!({ "type": "object", "properties": { "key": { "type": "string" } }, "required": ["key"] }),
+            ),
+            ToolDefinition::new(
+                "fetch",
+                "Makes one HTTP request from inside the guest and answers \"<status> <body>\"",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "url": { "type": "string" },
+                        "method": { "type": "string", "default": "GET" }
+                    },
+                    "required": ["url"]
+                }),
+            ),
+        ]
     }
 
     fn call_tool(
@@ -45,11 +53,18 @@ impl Tool for HttpFetch {
         name: String,
         arguments: String,
     ) -> Result<CallResult, ToolError> {
-        if name != "fetch" {
-            return Err(ToolError::new(format!("unknown tool {name}")));
-        }
         let args: serde_json::Value = serde_json::from_str(&arguments)
             .map_err(|e| ToolError::new(format!("bad arguments: {e}")))?;
+        match name.as_str() {
+            "fetch" => {}
+            "config" => {
+                let key = args.get("key").and_then(|v| v.as_str()).unwrap_or_default();
+                return Ok(CallResult::text(
+                    config(key).unwrap_or_else(|| "(unset)".into()),
+                ));
+            }
+            _ => return Err(ToolError::new(format!("unknown tool {name}"))),
+        }
         let url = args
             .get("url")
             .and_then(|v| v.as_str())
