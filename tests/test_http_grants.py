@@ -32,12 +32,14 @@ import secrets
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
+
+import shutil
+import ssl
 
 import httpx
 import pytest
-
-import shutil
+import trustme
 
 from conftest import Mcp, free_port, plugin_path, run_hangar
 
@@ -51,7 +53,8 @@ SLOW_SECONDS = 5
 class Upstream:
     """A local HTTP server that records every request it gets."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        """`tls`: a server-side `ssl.SSLContext` to serve HTTPS with."""
         self.requests = []  # dicts: path, query, host, traceparent
         self.lock = threading.Lock()
         upstream = self
@@ -68,6 +71,14 @@ class Upstream:
                     })
                 if parts.path == "/hello":
                     self.answer(200, b"hello from upstream")
+                elif parts.path == "/big":
+                    self.answer(200, b"b" * int(parse_qs(parts.query)["n"][0]))
+                elif parts.path == "/redirect":
+                    target = parse_qs(parts.query)["to"][0]
+                    self.send_response(302)
+                    self.send_header("location", target)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
                 elif parts.path == "/slow":
                     time.sleep(SLOW_SECONDS)
                     self.answer(200, b"slow answer")
@@ -88,6 +99,8 @@ class Upstream:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -156,10 +169,12 @@ def log_line(server, *needles, timeout=5):
     return wait_for(found, timeout, f"a log line with {needles!r}:\n{server.log_text()}")
 
 
-def grants_config(*entries, deadline="3s"):
+def grants_config(*entries, deadline="3s", limits=""):
+    """`limits`: more keys for the fetch tool's limits table, e.g. `max_http_bytes = 1000`."""
     listed = ", ".join(f'"{e}"' for e in entries)
+    more = f", {limits}" if limits else ""
     return (f'\n[plugins.{PLUGIN}]\ngrants = {{ http = [{listed}] }}\n'
-            f'\n[[tools]]\nname = "fetch"\nlimits = {{ deadline = "{deadline}" }}\n')
+            f'\n[[tools]]\nname = "fetch"\nlimits = {{ deadline = "{deadline}"{more} }}\n')
 
 
 def echo_ok(server):
@@ -298,3 +313,75 @@ def test_check_prints_the_http_imports_and_grants_and_rejects_a_bad_entry(tmp_pa
     out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
     assert out.returncode != 0
     assert 'plugins.http-fetch.grants: grants.http: "https://api.example.org" is not a host' in out.stdout
+
+
+# --- response cap, redirects, HTTPS ------------------------------------------------------
+
+
+def test_a_response_over_max_http_bytes_fails_the_request(start_server, upstream):
+    config = grants_config(f"127.0.0.1:{upstream.port}", limits="max_http_bytes = 1000")
+    server = start_server(plugins=PLUGINS, config=config)
+    base = f"http://127.0.0.1:{upstream.port}"
+    assert text_of(fetch(server, f"{base}/big?n=500")) == "200 " + "b" * 500
+    r = fetch(server, f"{base}/big?n=5000")
+    assert r["result"]["isError"] is True, r
+    text = r["result"]["content"][0]["text"]
+    assert text.startswith("request failed:"), text
+    assert "HTTP response body size exceeds limit: 5000 bytes" in text, text
+
+
+def test_a_redirect_to_a_host_not_granted_is_refused_when_followed(start_server, upstream):
+    server = start_server(plugins=PLUGINS, config=grants_config(f"127.0.0.1:{upstream.port}"))
+    other = free_port()
+    base = f"http://127.0.0.1:{upstream.port}"
+    # Within the grants, a followed redirect is reached.
+    r = client(server).call("fetch", {"url": f"{base}/redirect?to={quote(base + '/hello')}", "follow": True})
+    assert text_of(r) == "200 hello from upstream"
+    # To another port: the second request is refused like any other.
+    target = f"http://127.0.0.1:{other}/hello"
+    r = client(server).call("fetch", {"url": f"{base}/redirect?to={quote(target)}", "follow": True})
+    refused_text(r)
+    log_line(server, f"http: 127.0.0.1:{other} not granted to plugin {PLUGIN}")
+
+
+@pytest.fixture(scope="module")
+def tls_upstream(tmp_path_factory):
+    """An HTTPS upstream whose certificate (for 127.0.0.1) a test CA signed."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    ca_file = tmp_path_factory.mktemp("ca") / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    u = Upstream(tls=context)
+    u.thread.start()
+    yield u, ca_file
+    u.httpd.shutdown()
+    u.httpd.server_close()
+
+
+def test_https_is_verified_against_the_extra_ca(start_server, tls_upstream):
+    upstream, ca_file = tls_upstream
+    url = f"https://127.0.0.1:{upstream.port}/hello"
+    grants = grants_config(f"127.0.0.1:{upstream.port}")
+    trusted = start_server(plugins=PLUGINS, config=f'\n[http]\nextra_ca = "{ca_file}"\n' + grants)
+    assert text_of(fetch(trusted, url)) == "200 hello from upstream"
+    # Without the CA, the certificate is not trusted and the request fails.
+    untrusted = start_server(plugins=PLUGINS, config=grants)
+    r = fetch(untrusted, url)
+    assert r["result"]["isError"] is True, r
+    text = r["result"]["content"][0]["text"]
+    assert text.startswith("request failed:"), text
+    assert "tls" in text.lower() or "certificate" in text.lower(), text
+
+
+def test_a_bad_extra_ca_stops_start_up_with_its_path(tmp_path):
+    bad = tmp_path / "not-a-ca.pem"
+    bad.write_text("not a certificate\n")
+    config = tmp_path / "hangar.toml"
+    config.write_text(f'[server]\ncache_dir = "{tmp_path / "cache"}"\n[http]\nextra_ca = "{bad}"\n')
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
+    assert out.returncode != 0
+    assert f"[http] extra_ca {bad}" in out.stdout + out.stderr, out.stdout + out.stderr

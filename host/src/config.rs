@@ -31,6 +31,9 @@ pub struct Config {
     pub connectors: BTreeMap<String, ConnectorConfig>,
     /// The auth check of every tool that does not set its own.
     pub auth: Option<AuthConfig>,
+    /// Outbound HTTP from guests (what they may reach is in each plugin's grants).
+    #[serde(default)]
+    pub http: HttpConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -149,6 +152,8 @@ pub struct Limits {
     pub max_output_bytes: u64,
     /// Content blocks one call may return.
     pub max_content_blocks: u32,
+    /// Response body bytes one call may receive over outbound HTTP.
+    pub max_http_bytes: u64,
 }
 
 impl Default for Limits {
@@ -163,6 +168,7 @@ impl Default for Limits {
             max_event_bytes: 1 << 20,
             max_output_bytes: 8 << 20,
             max_content_blocks: 1000,
+            max_http_bytes: 16 << 20,
         }
     }
 }
@@ -184,6 +190,7 @@ impl Limits {
             max_event_bytes: over.max_event_bytes.unwrap_or(self.max_event_bytes),
             max_output_bytes: over.max_output_bytes.unwrap_or(self.max_output_bytes),
             max_content_blocks: over.max_content_blocks.unwrap_or(self.max_content_blocks),
+            max_http_bytes: over.max_http_bytes.unwrap_or(self.max_http_bytes),
         }
     }
 }
@@ -203,6 +210,7 @@ pub struct LimitOverrides {
     pub max_event_bytes: Option<u64>,
     pub max_output_bytes: Option<u64>,
     pub max_content_blocks: Option<u32>,
+    pub max_http_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -221,6 +229,14 @@ pub struct PluginConfig {
     /// What the plugin may reach outside its sandbox; nothing by default.
     #[serde(default)]
     pub grants: Grants,
+}
+
+/// `[http]`: settings of the client guests' requests go out through.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// A PEM file of CA certificates trusted besides the system's roots.
+    pub extra_ca: Option<PathBuf>,
 }
 
 /// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.
@@ -438,6 +454,7 @@ impl Config {
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
+        config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));
         Ok(config)
     }
 

@@ -73,13 +73,21 @@ impl Hangar {
             &server.cache_dir,
         )?;
         let dir = config.server.plugins.clone();
-        let (metas, mut meta_problems) = plugin_metas(&config);
+        let client = Arc::new(
+            wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+        let (metas, mut meta_problems) = plugin_metas(&config, &client);
         let meta = |name: &str| {
             metas
                 .get(name)
                 .cloned()
                 .unwrap_or_else(|| wasm::PluginMeta {
                     name: name.into(),
+                    http: Arc::new(wasm::http::HttpAccess {
+                        client: client.clone(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })
         };
@@ -116,7 +124,10 @@ impl Hangar {
 
 /// Each configured plugin's name and `config` table, `{{ env.VAR }}`
 /// substituted; a missing variable is a problem and leaves the key unset.
-fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {
+fn plugin_metas(
+    config: &Config,
+    client: &Arc<wasm::http::HttpClient>,
+) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {
     let env = |var: &str| std::env::var(var).ok();
     let mut problems = Vec::new();
     let mut metas = HashMap::new();
@@ -137,7 +148,7 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
                 }),
             }
         }
-        let http = wasm::http::HttpGrants::parse(&plugin.grants.http).unwrap_or_else(|error| {
+        let grants = wasm::http::HttpGrants::parse(&plugin.grants.http).unwrap_or_else(|error| {
             problems.push(LoadFailure {
                 path: std::path::PathBuf::from(format!("plugins.{name}.grants")),
                 error,
@@ -149,7 +160,10 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
             config: Arc::new(values),
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
             log: Default::default(),
-            http: Arc::new(http),
+            http: Arc::new(wasm::http::HttpAccess {
+                grants,
+                client: client.clone(),
+            }),
         };
         metas.insert(name.clone(), meta);
     }

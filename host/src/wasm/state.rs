@@ -13,7 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::tool::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
 use super::guest_log::GuestLog;
-use super::http::{HttpCall, HttpGrants};
+use super::http::{HttpAccess, HttpCall};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
 use crate::pipeline::{EventSink, LogLevel};
@@ -28,8 +28,8 @@ pub struct PluginMeta {
     pub reuse: Option<crate::config::InstancesConfig>,
     /// The plugin's rate-limited share of the host log.
     pub log: Arc<GuestLog>,
-    /// Where the plugin may send HTTP requests (`grants.http`).
-    pub http: Arc<HttpGrants>,
+    /// Where the plugin may send HTTP requests (`grants.http`), and the client.
+    pub http: Arc<HttpAccess>,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -62,7 +62,7 @@ impl GuestState {
     /// no stdin; stdout is dropped and stderr captured for the host log.
     pub fn new(
         plugin: PluginMeta,
-        memory_bytes: usize,
+        limits: &crate::config::Limits,
         events: EventSink,
         trace_id: Option<&str>,
     ) -> GuestState {
@@ -77,13 +77,13 @@ impl GuestState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
-        http.trace_id = trace_id.map(str::to_owned);
+        http.start_call(trace_id, limits.max_http_bytes);
         GuestState {
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             http,
             wasi,
             table,
-            memory: MemoryCap::new(memory_bytes),
+            memory: MemoryCap::new(limits.memory_bytes()),
             stderr,
             plugin,
             events,
@@ -95,14 +95,14 @@ impl GuestState {
     /// Readies a reused instance's state for its next call.
     pub fn reset_for_call(
         &mut self,
-        memory_bytes: usize,
+        limits: &crate::config::Limits,
         events: EventSink,
         trace_id: Option<&str>,
     ) {
-        self.memory = MemoryCap::new(memory_bytes);
+        self.memory = MemoryCap::new(limits.memory_bytes());
         self.events = events;
         self.stderr.clear();
-        self.http.trace_id = trace_id.map(str::to_owned);
+        self.http.start_call(trace_id, limits.max_http_bytes);
     }
 }
 
@@ -235,7 +235,7 @@ pub fn store(
     trace_id: Option<&str>,
     sched: &Arc<Scheduler>,
 ) -> wasmtime::Store<GuestState> {
-    let state = GuestState::new(plugin.clone(), limits.memory_bytes(), events, trace_id);
+    let state = GuestState::new(plugin.clone(), limits, events, trace_id);
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     store

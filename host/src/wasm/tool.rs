@@ -110,11 +110,9 @@ impl ToolPlugin {
         let (mut inst, calls) = match self.take_warm() {
             Some(mut w) => {
                 let store = &mut w.instance.store;
-                store.data_mut().reset_for_call(
-                    limits.memory_bytes(),
-                    cx.events.clone(),
-                    trace(cx),
-                );
+                store
+                    .data_mut()
+                    .reset_for_call(limits, cx.events.clone(), trace(cx));
                 limits::arm(store, limits, &cx.cancel, &self.sched);
                 (w.instance, w.calls)
             }

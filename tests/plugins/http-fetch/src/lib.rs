@@ -12,17 +12,33 @@ use wstd::http::{Body, Client, Method, Request};
 
 struct HttpFetch;
 
-async fn fetch(url: &str, method: &str) -> wstd::http::Result<String> {
+async fn fetch(url: &str, method: &str, follow: bool) -> wstd::http::Result<String> {
     let method = Method::from_bytes(method.as_bytes())?;
-    let request = Request::builder()
-        .uri(url)
-        .method(method)
-        .body(Body::empty())?;
-    let response = Client::new().send(request).await?;
-    let status = response.status().as_u16();
-    let mut body = response.into_body();
-    let bytes = body.contents().await?;
-    Ok(format!("{status} {}", String::from_utf8_lossy(bytes)))
+    let mut url = url.to_string();
+    // One redirect at most, followed by hand the way a client library does:
+    // the second request is checked against the grants like the first.
+    for _ in 0..2 {
+        let request = Request::builder()
+            .uri(url.as_str())
+            .method(method.clone())
+            .body(Body::empty())?;
+        let response = Client::new().send(request).await?;
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match location {
+            Some(next) if follow && (300..400).contains(&status) => url = next,
+            _ => {
+                let mut body = response.into_body();
+                let bytes = body.contents().await?;
+                return Ok(format!("{status} {}", String::from_utf8_lossy(bytes)));
+            }
+        }
+    }
+    Err(wstd::http::Error::msg("too many redirects"))
 }
 
 impl Tool for HttpFetch {
@@ -40,7 +56,8 @@ impl Tool for HttpFetch {
                     "type": "object",
                     "properties": {
                         "url": { "type": "string" },
-                        "method": { "type": "string", "default": "GET" }
+                        "method": { "type": "string", "default": "GET" },
+                    "follow": { "type": "boolean", "default": false }
                     },
                     "required": ["url"]
                 }),
@@ -70,7 +87,11 @@ impl Tool for HttpFetch {
             .and_then(|v| v.as_str())
             .ok_or_else(|| ToolError::new("missing string argument `url`"))?;
         let method = args.get("method").and_then(|v| v.as_str()).unwrap_or("GET");
-        match wstd::runtime::block_on(fetch(url, method)) {
+        let follow = args
+            .get("follow")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        match wstd::runtime::block_on(fetch(url, method, follow)) {
             Ok(text) => Ok(CallResult::text(text)),
             Err(e) => Err(ToolError::new(format!("request failed: {e:?}"))),
         }

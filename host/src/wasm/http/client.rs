@@ -1,0 +1,223 @@
+//! `HttpClient`: sends one guest request to an address that was already
+//! checked — TCP to that address, TLS named after the host (rustls, the
+//! system roots plus an optional extra CA), HTTP/1.1 with hyper — and hands
+//! the guest a response body that counts its bytes against the call's cap.
+//!
+//! Hangar sends requests itself rather than through wasmtime-wasi-http's
+//! default client, which resolves the host again (a second DNS answer could
+//! point into the network) and trusts only a built-in root list.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
+
+/// The TLS settings every plugin's requests share (built once at load).
+pub struct HttpClient {
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpClient")
+    }
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        HttpClient::new(None).expect("the system roots alone always build")
+    }
+}
+
+impl HttpClient {
+    /// The system's root certificates, plus those in `extra_ca` (PEM).
+    pub fn new(extra_ca: Option<&Path>) -> Result<HttpClient, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        // Unreadable system certificates are skipped, as every client does.
+        let system = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(system.certs);
+        if let Some(path) = extra_ca {
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
+            if certs.is_empty() {
+                return Err(format!(
+                    "[http] extra_ca {}: no certificate in it",
+                    path.display()
+                ));
+            }
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
+            }
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(HttpClient {
+            tls: Arc::new(config),
+        })
+    }
+
+    /// Sends `request` to `addr`; `tls_name` is the host name to verify for
+    /// HTTPS (`None`: plain HTTP). `in_flight` is held until the body ends.
+    pub async fn send(
+        &self,
+        mut request: http::Request<WasiBody>,
+        addr: std::net::SocketAddr,
+        tls_name: Option<ServerName<'static>>,
+        timeouts: RequestOptions,
+        budget: Arc<ByteBudget>,
+        in_flight: OwnedSemaphorePermit,
+    ) -> Result<http::Response<WasiBody>, Error> {
+        let connect = timeouts.connect_timeout.unwrap_or(Duration::MAX);
+        let tcp = tokio::time::timeout(connect, TcpStream::connect(addr))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?
+            .map_err(Error::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Stream> = match tls_name {
+            None => Box::new(tcp),
+            Some(name) => {
+                let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+                let tls = tokio::time::timeout(connect, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| Error::ConnectionTimeout)?
+                    .map_err(Error::Tls)?;
+                Box::new(tls)
+            }
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(Error::from)?;
+        // The connection is driven until the response body has been read.
+        let conn = tokio::spawn(conn);
+        // The request line carries only the path (the Host header names the host).
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .map_err(|_| Error::HttpRequestUriInvalid)?;
+        *request.uri_mut() = path;
+        let first_byte = timeouts.first_byte_timeout.unwrap_or(Duration::MAX);
+        let response = tokio::time::timeout(first_byte, sender.send_request(request))
+            .await
+            .map_err(|_| Error::ConnectionReadTimeout)?
+            .map_err(Error::from)?;
+        let between = timeouts
+            .between_bytes_timeout
+            .unwrap_or(Duration::MAX)
+            .max(Duration::from_nanos(1));
+        Ok(response.map(|incoming| {
+            CappedBody {
+                incoming,
+                budget,
+                between,
+                idle: None,
+                _conn: AbortOnDrop(conn),
+                _in_flight: in_flight,
+            }
+            .boxed_unsync()
+        }))
+    }
+}
+
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// Response bytes one call may still receive (`limits.max_http_bytes`),
+/// shared by every request of the call.
+#[derive(Debug)]
+pub struct ByteBudget {
+    max: u64,
+    used: AtomicU64,
+}
+
+impl ByteBudget {
+    pub fn new(max: u64) -> ByteBudget {
+        ByteBudget {
+            max,
+            used: AtomicU64::new(0),
+        }
+    }
+
+    fn take(&self, n: usize) -> Result<(), Error> {
+        let used = self.used.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        if used > self.max {
+            return Err(Error::HttpResponseBodySize(Some(used)));
+        }
+        Ok(())
+    }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A response body under the call's byte budget and a between-bytes timeout.
+struct CappedBody {
+    incoming: hyper::body::Incoming,
+    budget: Arc<ByteBudget>,
+    between: Duration,
+    idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    _conn: AbortOnDrop<Result<(), hyper::Error>>,
+    _in_flight: OwnedSemaphorePermit,
+}
+
+impl Body for CappedBody {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.idle = None;
+                if let Some(data) = frame.data_ref() {
+                    this.budget.take(data.len())?;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::from(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                let between = this.between;
+                let idle = this
+                    .idle
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(between)));
+                ready!(idle.as_mut().poll(cx));
+                Poll::Ready(Some(Err(Error::ConnectionReadTimeout)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+}

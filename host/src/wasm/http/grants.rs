@@ -1,0 +1,184 @@
+//! `HttpGrants`: where a plugin's outbound requests may go (`grants.http`),
+//! and which addresses no name may lead to.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A plugin's `grants.http`, parsed at load.
+#[derive(Debug, Clone, Default)]
+pub struct HttpGrants {
+    entries: Vec<Grant>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Grant {
+    pub(super) host: GrantHost,
+    /// `None`: the scheme's default port.
+    port: Option<u16>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum GrantHost {
+    /// A name, matched without regard to case.
+    Name(String),
+    /// `*.example.org`: the suffix `.example.org`.
+    Wildcard(String),
+    /// An address named literally: the only way to reach a private one.
+    Ip(IpAddr),
+}
+
+impl HttpGrants {
+    /// Parses `grants.http` entries; an entry that is not a host, `host:port`
+    /// or `*.domain` is an error naming it.
+    pub fn parse(entries: &[String]) -> Result<HttpGrants, String> {
+        let entries = entries
+            .iter()
+            .map(|e| {
+                Grant::parse(e).ok_or_else(|| {
+                    format!("grants.http: {e:?} is not a host, host:port or *.domain")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(HttpGrants { entries })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry that grants `host:port` (`default_port` being the scheme's).
+    pub(super) fn grant_for(&self, host: &str, port: u16, default_port: u16) -> Option<&Grant> {
+        self.entries.iter().find(|g| {
+            g.port.unwrap_or(default_port) == port
+                && match &g.host {
+                    GrantHost::Name(name) => name.eq_ignore_ascii_case(host),
+                    GrantHost::Wildcard(suffix) => {
+                        host.len() > suffix.len()
+                            && host.to_ascii_lowercase().ends_with(suffix.as_str())
+                    }
+                    GrantHost::Ip(ip) => host.parse::<IpAddr>().is_ok_and(|h| h == *ip),
+                }
+        })
+    }
+}
+
+impl Grant {
+    fn parse(entry: &str) -> Option<Grant> {
+        let entry = entry.trim();
+        let (host, port) = match entry.parse::<SocketAddr>() {
+            Ok(addr) => {
+                return Some(Grant {
+                    host: GrantHost::Ip(addr.ip()),
+                    port: Some(addr.port()),
+                });
+            }
+            Err(_) => match entry.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => (h, Some(p.parse::<u16>().ok()?)),
+                _ => (entry, None),
+            },
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return Some(Grant {
+                host: GrantHost::Ip(ip),
+                port,
+            });
+        }
+        let valid = |name: &str| {
+            !name.is_empty()
+                && name.split('.').all(|l| {
+                    !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        };
+        let host = match host.strip_prefix("*.") {
+            Some(domain) if valid(domain) => {
+                GrantHost::Wildcard(format!(".{}", domain.to_ascii_lowercase()))
+            }
+            None if valid(host) => GrantHost::Name(host.to_ascii_lowercase()),
+            _ => return None,
+        };
+        Some(Grant { host, port })
+    }
+}
+
+/// Addresses a guest reaches only when a grant names them literally.
+pub(super) fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => internal_v4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => internal_v4(v4),
+            None => {
+                let first = v6.segments()[0];
+                v6.is_loopback()
+                    || v6.is_unspecified()
+                    || (first & 0xfe00) == 0xfc00 // unique local (fd00:ec2::254 is AWS metadata)
+                    || (first & 0xffc0) == 0xfe80 // link-local
+                    || v6 == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xa9fe, 0xa9fe) // NAT64 of 169.254.169.254
+            }
+        },
+    }
+}
+
+fn internal_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local() // 169.254/16: the cloud metadata services
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || (a == 100 && (64..128).contains(&b)) // shared address space (Alibaba metadata: 100.100.100.200)
+        || a == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grants(entries: &[&str]) -> HttpGrants {
+        HttpGrants::parse(&entries.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn entries_match_host_port_and_wildcards() {
+        let g = grants(&[
+            "api.github.com",
+            "*.example.org",
+            "127.0.0.1:9000",
+            "svc:8080",
+        ]);
+        assert!(g.grant_for("api.github.com", 443, 443).is_some());
+        assert!(g.grant_for("API.GitHub.com", 80, 80).is_some());
+        assert!(g.grant_for("api.github.com", 8443, 443).is_none());
+        assert!(g.grant_for("a.b.example.org", 443, 443).is_some());
+        assert!(g.grant_for("example.org", 443, 443).is_none());
+        assert!(g.grant_for("badexample.org", 443, 443).is_none());
+        assert!(g.grant_for("127.0.0.1", 9000, 80).is_some());
+        assert!(g.grant_for("127.0.0.1", 9001, 80).is_none());
+        assert!(g.grant_for("svc", 8080, 80).is_some());
+        assert!(HttpGrants::parse(&["http://x".into()]).is_err());
+        assert!(HttpGrants::parse(&["a b".into()]).is_err());
+        assert!(HttpGrants::parse(&["host:notaport".into()]).is_err());
+    }
+
+    #[test]
+    fn internal_addresses_are_recognised() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.100.100.200",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fd00:ec2::254",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:4700::1111", "8.8.8.8"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Outbound HTTP: `wasi:http/outgoing-handler` (wasmtime-wasi-http) under
+//! per-plugin grants, deny by default.
+//!
+//! A grant entry is a host (ports 80/443 by scheme), `host:port`, or a `*.`
+//! wildcard (any subdomain, not the bare domain). A request is checked
+//! against the entries, then its host is resolved here and every address is
+//! checked: loopback, private, link-local (cloud metadata included),
+//! shared and unspecified addresses are refused unless an entry names that
+//! address literally. The request then goes to the address that was
+//! checked ([`HttpClient`]), so a second DNS answer cannot point it into the
+//! network.
+//!
+//! Every request is bounded by the call's remaining deadline, its response
+//! bytes count against the call's `max_http_bytes`, at most
+//! [`MAX_IN_FLIGHT`] are in flight per call, and it carries the call's trace
+//! id upstream as `traceparent`.
+
+mod client;
+mod grants;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::uri::{Authority, Scheme};
+use rustls::pki_types::ServerName;
+use tokio::sync::Semaphore;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+pub use client::{ByteBudget, HttpClient};
+pub use grants::HttpGrants;
+use grants::{GrantHost, is_internal};
+
+/// Outbound requests one call may have in flight at once.
+pub const MAX_IN_FLIGHT: usize = 8;
+
+/// What a plugin may do over HTTP: its grants, and the shared client.
+#[derive(Debug, Default)]
+pub struct HttpAccess {
+    pub grants: HttpGrants,
+    pub client: Arc<HttpClient>,
+}
+
+/// The HTTP side of one call: whose grants, until when, for which trace.
+pub struct HttpCall {
+    plugin: Arc<str>,
+    access: Arc<HttpAccess>,
+    pub(super) deadline: Instant,
+    trace_id: Option<String>,
+    budget: Arc<ByteBudget>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl HttpCall {
+    pub fn new(plugin: Arc<str>, access: Arc<HttpAccess>) -> HttpCall {
+        HttpCall {
+            plugin,
+            access,
+            deadline: Instant::now(),
+            trace_id: None,
+            budget: Arc::new(ByteBudget::new(0)),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        }
+    }
+
+    /// Readies the state for a call: its trace id and its byte budget.
+    pub fn start_call(&mut self, trace_id: Option<&str>, max_bytes: u64) {
+        self.trace_id = trace_id.map(str::to_owned);
+        self.budget = Arc::new(ByteBudget::new(max_bytes));
+        self.in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    }
+
+    /// Checks a request against the grants and answers the address to
+    /// connect to.
+    async fn admit(
+        plugin: &str,
+        grants: &HttpGrants,
+        authority: &Authority,
+        tls: bool,
+    ) -> Result<SocketAddr, Error> {
+        let default_port = if tls { 443 } else { 80 };
+        let port = authority.port_u16().unwrap_or(default_port);
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let Some(grant) = grants.grant_for(host, port, default_port) else {
+            tracing::warn!(plugin, "http: {host}:{port} not granted to plugin {plugin}");
+            return Err(Error::HttpRequestDenied);
+        };
+        if let GrantHost::Ip(ip) = grant.host {
+            return Ok(SocketAddr::new(ip, port));
+        }
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|_| Error::DnsError {
+                rcode: None,
+                info_code: None,
+            })?
+            .collect();
+        if let Some(bad) = addrs.iter().find(|a| is_internal(a.ip())) {
+            tracing::warn!(
+                plugin,
+                "http: {host}:{port} resolves to {}, not granted to plugin {plugin}",
+                bad.ip()
+            );
+            return Err(Error::HttpRequestDenied);
+        }
+        addrs.first().copied().ok_or(Error::DestinationNotFound)
+    }
+}
+
+/// The request's timeouts, none longer than what is left of the call.
+fn bounded_options(options: Option<RequestOptions>, left: Duration) -> RequestOptions {
+    let cap = |t: Option<Duration>| Some(t.map_or(left, |t| t.min(left)));
+    let o = options.unwrap_or_default();
+    RequestOptions {
+        connect_timeout: cap(o.connect_timeout),
+        first_byte_timeout: cap(o.first_byte_timeout),
+        between_bytes_timeout: cap(o.between_bytes_timeout),
+    }
+}
+
+type Sent = Box<
+    dyn Future<
+            Output = wasmtime_wasi_http::Result<(
+                http::Response<WasiBody>,
+                Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for HttpCall {
+    fn send_request(
+        &mut self,
+        mut request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> Sent {
+        let (plugin, access) = (self.plugin.clone(), self.access.clone());
+        let (budget, in_flight) = (self.budget.clone(), self.in_flight.clone());
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if let Some(trace_id) = &self.trace_id
+            && let Ok(value) = format!("00-{trace_id}-{:016x}-01", rand_span_id()).parse()
+        {
+            request.headers_mut().insert("traceparent", value);
+        }
+        Box::new(async move {
+            let Ok(permit) = in_flight.try_acquire_owned() else {
+                tracing::warn!(%plugin, "http: more than {MAX_IN_FLIGHT} requests in flight in one call");
+                return Err(Error::ConnectionLimitReached);
+            };
+            let tls = request.uri().scheme() == Some(&Scheme::HTTPS);
+            let authority = request
+                .uri()
+                .authority()
+                .cloned()
+                .ok_or(Error::HttpRequestUriInvalid)?;
+            let send = async {
+                let addr = Self::admit(&plugin, &access.grants, &authority, tls).await?;
+                let tls_name = tls.then(|| server_name(&authority)).transpose()?;
+                let timeouts = bounded_options(options, left);
+                let response = access
+                    .client
+                    .send(request, addr, tls_name, timeouts, budget, permit)
+                    .await?;
+                let done: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send> =
+                    Box::new(async { Ok(()) });
+                Ok((response, done))
+            };
+            tokio::time::timeout(left, send)
+                .await
+                .unwrap_or(Err(Error::ConnectionTimeout))
+        })
+    }
+}
+
+/// The name a TLS certificate must carry for `authority`.
+fn server_name(authority: &Authority) -> Result<ServerName<'static>, Error> {
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => Ok(ServerName::from(ip)),
+        Err(_) => ServerName::try_from(host.to_string()).map_err(|_| Error::HttpRequestUriInvalid),
+    }
+}
+
+/// A span id for `traceparent`: unique enough to tell requests apart.
+fn rand_span_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now()) | 1
+}
