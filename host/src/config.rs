@@ -34,6 +34,9 @@ pub struct Config {
     /// Outbound HTTP from guests (what they may reach is in each plugin's grants).
     #[serde(default)]
     pub http: HttpConfig,
+    /// Credential providers, by name; a plugin uses those its grants name.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, CredentialConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -247,6 +250,29 @@ pub struct Grants {
     /// outbound HTTP requests may go to.
     #[serde(default)]
     pub http: Vec<String>,
+    /// `[credentials.NAME]` providers whose tokens the plugin may get.
+    #[serde(default)]
+    pub credentials: Vec<String>,
+}
+
+/// A `[credentials.NAME]` provider. Values may be `{{ env.VAR }}` or
+/// `{{ file./path }}`; they never appear in logs or `hangar check`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum CredentialConfig {
+    /// A fixed token or API key.
+    #[serde(rename = "static")]
+    Static { value: String },
+    /// OAuth 2.0 client credentials: the host asks `token_url` for a token
+    /// and shares it across calls until shortly before it expires.
+    #[serde(rename = "oauth2-client-credentials")]
+    OAuth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default)]
+        scopes: Vec<String>,
+    },
 }
 
 /// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a

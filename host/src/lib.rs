@@ -130,6 +130,16 @@ fn plugin_metas(
 ) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {
     let env = |var: &str| std::env::var(var).ok();
     let mut problems = Vec::new();
+    let substitute =
+        |text: &str| db::template::substitute_env(text, &env).map_err(|e| e.to_string());
+    let (providers, broken) =
+        wasm::credentials::Providers::build(&config.credentials, client, &substitute);
+    for (name, error) in broken {
+        problems.push(LoadFailure {
+            path: std::path::PathBuf::from(format!("credentials.{name}")),
+            error,
+        });
+    }
     let mut metas = HashMap::new();
     for (name, plugin) in &config.plugins {
         let mut values = std::collections::BTreeMap::new();
@@ -155,7 +165,17 @@ fn plugin_metas(
             });
             Default::default()
         });
+        let credentials = providers
+            .granted(&plugin.grants.credentials)
+            .unwrap_or_else(|error| {
+                problems.push(LoadFailure {
+                    path: std::path::PathBuf::from(format!("plugins.{name}.grants")),
+                    error,
+                });
+                Default::default()
+            });
         let meta = wasm::PluginMeta {
+            credentials: Arc::new(credentials),
             name: name.as_str().into(),
             config: Arc::new(values),
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),

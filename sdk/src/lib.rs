@@ -26,6 +26,9 @@ mod tool_helpers;
 pub use tool::Guest as Tool;
 #[cfg(feature = "tool")]
 pub use tool::hangar::plugin::config::get as config;
+/// Tokens of the credential providers the plugin is granted.
+#[cfg(feature = "tool")]
+pub use tool::hangar::plugin::credentials;
 #[cfg(feature = "tool")]
 pub use tool::hangar::plugin::host::{LogLevel, log, progress};
 #[cfg(feature = "tool")]

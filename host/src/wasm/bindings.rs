@@ -7,6 +7,8 @@ pub mod tool {
         path: "../wit",
         world: "tool",
         exports: { default: async },
+        // Fetching a token is network I/O.
+        imports: { "hangar:plugin/credentials.get": async },
     });
 }
 

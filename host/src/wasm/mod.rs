@@ -4,6 +4,7 @@
 mod auth;
 mod bindings;
 mod cache;
+pub mod credentials;
 pub mod engine;
 mod guest_log;
 pub mod http;

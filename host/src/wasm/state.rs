@@ -10,8 +10,8 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::tool::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
+use super::bindings::tool::hangar::plugin::{config, credentials};
 use super::guest_log::GuestLog;
 use super::http::{HttpAccess, HttpCall};
 use super::sched::{LaneTurn, Scheduler};
@@ -30,6 +30,8 @@ pub struct PluginMeta {
     pub log: Arc<GuestLog>,
     /// Where the plugin may send HTTP requests (`grants.http`), and the client.
     pub http: Arc<HttpAccess>,
+    /// The credential providers the plugin is granted (`grants.credentials`).
+    pub credentials: Arc<super::credentials::PluginCredentials>,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -139,6 +141,13 @@ impl host::Host for GuestState {
     }
 }
 
+impl credentials::Host for GuestState {
+    async fn get(&mut self, provider: String) -> Result<String, String> {
+        let plugin = &self.plugin;
+        plugin.credentials.get(&plugin.name, &provider).await
+    }
+}
+
 impl config::Host for GuestState {
     fn get(&mut self, key: String) -> Option<String> {
         self.plugin.config.get(&key).cloned()
@@ -180,6 +189,8 @@ pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     config::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    credentials::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok(())
 }

@@ -1,13 +1,16 @@
 //! `http-fetch`: a guest that makes one outbound HTTP request through
 //! `wasi:http/outgoing-handler` (with `wstd`), for the HTTP grant tests, and
-//! reads its plugin config (`config {key}`), for the secret tests.
+//! reads its plugin config (`config {key}`) and credentials
+//! (`credential {provider}`), for the secret and credential tests.
 //! Kept out of the default plugins folder.
 //!
 //! `fetch {url, method?}` answers `"<status> <body>"` (the body read fully,
 //! lossy UTF-8), or a tool error `request failed: <Debug of the error>`, so a
 //! refused request shows the wasi:http error code the host gave.
 
-use hangar_sdk::{CallContext, CallResult, Tool, ToolDefinition, ToolError, config, json};
+use hangar_sdk::{
+    CallContext, CallResult, Tool, ToolDefinition, ToolError, config, credentials, json,
+};
 use wstd::http::{Body, Client, Method, Request};
 
 struct HttpFetch;
@@ -45,6 +48,11 @@ impl Tool for HttpFetch {
     fn list_tools() -> Vec<ToolDefinition> {
         vec![
             ToolDefinition::new(
+                "credential",
+                "Answers the token of credential `provider`, or the error",
+                json!({ "type": "object", "properties": { "provider": { "type": "string" } }, "required": ["provider"] }),
+            ),
+            ToolDefinition::new(
                 "config",
                 "Answers the plugin's config value for `key` (a secret, in the tests), or (unset)",
                 json!({ "type": "object", "properties": { "key": { "type": "string" } }, "required": ["key"] }),
@@ -74,6 +82,15 @@ impl Tool for HttpFetch {
             .map_err(|e| ToolError::new(format!("bad arguments: {e}")))?;
         match name.as_str() {
             "fetch" => {}
+            "credential" => {
+                let provider = args
+                    .get("provider")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                return credentials::get(provider)
+                    .map(CallResult::text)
+                    .map_err(ToolError::new);
+            }
             "config" => {
                 let key = args.get("key").and_then(|v| v.as_str()).unwrap_or_default();
                 return Ok(CallResult::text(

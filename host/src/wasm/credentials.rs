@@ -1,0 +1,244 @@
+//! Credentials: `credentials.get(provider)` for tools, from the
+//! `[credentials.NAME]` providers a plugin's grants name.
+//!
+//! Providers are built once at load and shared by every plugin granted
+//! them: a `static` one answers its value; an `oauth2-client-credentials`
+//! one asks its token endpoint (HTTP Basic client authentication, RFC 6749
+//! §4.4) and keeps the token until shortly before it expires, so many calls
+//! and instances share one token and the endpoint is asked once per
+//! lifetime. A plugin sees only the providers it was granted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use tokio::sync::{Mutex, Semaphore};
+
+use super::http::{ByteBudget, HttpClient};
+use crate::config::CredentialConfig;
+
+/// How long a token endpoint may take to answer.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A token without `expires_in` is kept this long.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+/// Largest token endpoint answer read.
+const MAX_TOKEN_RESPONSE: u64 = 64 << 10;
+
+/// Every provider of the config, by name.
+#[derive(Default)]
+pub struct Providers(HashMap<String, Arc<Provider>>);
+
+/// The providers one plugin was granted.
+#[derive(Default)]
+pub struct PluginCredentials(HashMap<String, Arc<Provider>>);
+
+impl std::fmt::Debug for PluginCredentials {
+    // Names only: a provider holds secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+pub enum Provider {
+    Static(String),
+    OAuth(OAuthProvider),
+}
+
+pub struct OAuthProvider {
+    token_url: http::Uri,
+    client_id: String,
+    client_secret: String,
+    scopes: Vec<String>,
+    client: Arc<HttpClient>,
+    /// The current token and when to stop using it; the lock makes
+    /// concurrent callers wait for one fetch instead of each fetching.
+    cached: Mutex<Option<(String, Instant)>>,
+}
+
+impl Providers {
+    /// Builds every provider; `substitute` fills `{{ env.X }}` / `{{ file.X }}`.
+    /// A provider that cannot be built is left out and reported by name.
+    pub fn build(
+        config: &BTreeMap<String, CredentialConfig>,
+        client: &Arc<HttpClient>,
+        substitute: &dyn Fn(&str) -> Result<String, String>,
+    ) -> (Providers, Vec<(String, String)>) {
+        let mut providers = HashMap::new();
+        let mut problems = Vec::new();
+        for (name, cfg) in config {
+            let built = match cfg {
+                CredentialConfig::Static { value } => substitute(value).map(Provider::Static),
+                CredentialConfig::OAuth2ClientCredentials {
+                    token_url,
+                    client_id,
+                    client_secret,
+                    scopes,
+                } => (|| {
+                    let token_url: http::Uri = substitute(token_url)?
+                        .parse()
+                        .map_err(|e| format!("token_url: {e}"))?;
+                    if token_url.host().is_none() {
+                        return Err("token_url: not an absolute http(s) URL".to_string());
+                    }
+                    Ok(Provider::OAuth(OAuthProvider {
+                        token_url,
+                        client_id: substitute(client_id)?,
+                        client_secret: substitute(client_secret)?,
+                        scopes: scopes.clone(),
+                        client: client.clone(),
+                        cached: Mutex::new(None),
+                    }))
+                })(),
+            };
+            match built {
+                Ok(p) => {
+                    providers.insert(name.clone(), Arc::new(p));
+                }
+                Err(e) => problems.push((name.clone(), e)),
+            }
+        }
+        (Providers(providers), problems)
+    }
+
+    /// The providers named in a plugin's grants; an unknown name is an error.
+    pub fn granted(&self, names: &[String]) -> Result<PluginCredentials, String> {
+        names
+            .iter()
+            .map(|n| match self.0.get(n) {
+                Some(p) => Ok((n.clone(), p.clone())),
+                None => Err(format!(
+                    "grants.credentials: no provider [credentials.{n}] (or it did not load)"
+                )),
+            })
+            .collect::<Result<_, _>>()
+            .map(PluginCredentials)
+    }
+}
+
+impl PluginCredentials {
+    /// The token of `provider`, if the plugin was granted it.
+    pub async fn get(&self, plugin: &str, provider: &str) -> Result<String, String> {
+        let Some(p) = self.0.get(provider) else {
+            tracing::warn!(
+                plugin,
+                "credentials: {provider} not granted to plugin {plugin}"
+            );
+            return Err(format!(
+                "credentials: {provider} not granted to plugin {plugin}"
+            ));
+        };
+        match p.as_ref() {
+            Provider::Static(value) => Ok(value.clone()),
+            Provider::OAuth(o) => o.token().await.map_err(|e| {
+                tracing::warn!(plugin, "credentials: {provider}: {e}");
+                format!("credentials: {provider}: {e}")
+            }),
+        }
+    }
+}
+
+impl OAuthProvider {
+    async fn token(&self) -> Result<String, String> {
+        let mut cached = self.cached.lock().await;
+        if let Some((token, until)) = cached.as_ref()
+            && Instant::now() < *until
+        {
+            return Ok(token.clone());
+        }
+        let (token, lifetime) = tokio::time::timeout(TOKEN_TIMEOUT, self.fetch())
+            .await
+            .map_err(|_| "token endpoint did not answer in time".to_string())??;
+        // Stop using it a little before it expires, so no call sends a token
+        // that expires on the way.
+        let margin = (lifetime / 10).min(Duration::from_secs(30));
+        *cached = Some((token.clone(), Instant::now() + lifetime - margin));
+        Ok(token)
+    }
+
+    /// One client-credentials grant: the token and its lifetime.
+    async fn fetch(&self) -> Result<(String, Duration), String> {
+        let form = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "client_credentials");
+            if !self.scopes.is_empty() {
+                form.append_pair("scope", &self.scopes.join(" "));
+            }
+            form.finish()
+        };
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            form_urlencoded::byte_serialize(self.client_id.as_bytes()).collect::<String>(),
+            form_urlencoded::byte_serialize(self.client_secret.as_bytes()).collect::<String>()
+        ));
+        let host = self.token_url.host().unwrap_or_default();
+        let request = http::Request::post(&self.token_url)
+            .header(http::header::HOST, host)
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+            .body(
+                Full::new(Bytes::from(form))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .map_err(|e| e.to_string())?;
+        let tls = self.token_url.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let port = self
+            .token_url
+            .port_u16()
+            .unwrap_or(if tls { 443 } else { 80 });
+        // The token URL is the operator's own setting: not subject to grants.
+        let addr = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
+            .await
+            .map_err(|e| format!("token endpoint: {e}"))?
+            .next()
+            .ok_or("token endpoint: no address")?;
+        let name = tls
+            .then(|| {
+                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
+            })
+            .transpose()
+            .map_err(|e| format!("token endpoint: {e}"))?;
+        let permit = Arc::new(Semaphore::new(1))
+            .try_acquire_owned()
+            .expect("a fresh semaphore has a permit");
+        let timeouts = wasmtime_wasi_http::RequestOptions {
+            connect_timeout: Some(TOKEN_TIMEOUT),
+            first_byte_timeout: Some(TOKEN_TIMEOUT),
+            between_bytes_timeout: Some(TOKEN_TIMEOUT),
+        };
+        let budget = Arc::new(ByteBudget::new(MAX_TOKEN_RESPONSE));
+        let response = self
+            .client
+            .send(request, addr, name, timeouts, budget, permit)
+            .await
+            .map_err(|e| format!("token endpoint: {e}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("token endpoint: {e}"))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!("token endpoint answered {status}"));
+        }
+        let answer: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|_| "token endpoint answered no JSON")?;
+        let token = answer
+            .get("access_token")
+            .and_then(|t| t.as_str())
+            .ok_or("token endpoint answered no access_token")?;
+        let lifetime = answer
+            .get("expires_in")
+            .and_then(|e| e.as_u64())
+            .map_or(DEFAULT_LIFETIME, Duration::from_secs);
+        Ok((token.to_string(), lifetime))
+    }
+}
