@@ -44,7 +44,7 @@ impl std::fmt::Debug for PluginCredentials {
 
 pub enum Provider {
     Static(String),
-    OAuth(OAuthProvider),
+    OAuth(Box<OAuthProvider>),
 }
 
 pub struct OAuthProvider {
@@ -83,14 +83,14 @@ impl Providers {
                     if token_url.host().is_none() {
                         return Err("token_url: not an absolute http(s) URL".to_string());
                     }
-                    Ok(Provider::OAuth(OAuthProvider {
+                    Ok(Provider::OAuth(Box::new(OAuthProvider {
                         token_url,
                         client_id: substitute(client_id)?,
                         client_secret: substitute(client_secret)?,
                         scopes: scopes.clone(),
                         client: client.clone(),
                         cached: Mutex::new(None),
-                    }))
+                    })))
                 })(),
             };
             match built {
