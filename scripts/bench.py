@@ -29,6 +29,11 @@ PY_FRESH = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"py.g
 PY_WARM = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"warm.py.greet","arguments":{"name":"Ada"}}}'
 DB_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench.item","arguments":{"id":%d}}}'
 DB_BASE = '{"id":%d}'
+# The outbound-call scenario: the guest (tests' http-fetch plugin) fetches
+# the baseline's GET /hello; the baseline's POST /fetch makes the same request.
+FETCH_MCP = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fetch",'
+             '"arguments":{"url":"http://127.0.0.1:%d/hello"}}}')
+TEST_PLUGINS = ROOT / "target/test-plugins"
 
 
 def free_port():
@@ -229,10 +234,12 @@ def main():
     shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet-warm.wasm")
+    shutil.copy(TEST_PLUGINS / "http-fetch.wasm", plugins / "http-fetch.wasm")
     cache = WORK / "cache"
 
-    hangar = start_hangar(plugins, cache)
     base_port = free_port()
+    fetch_grant = f'[plugins.http-fetch]\ngrants = {{ http = ["127.0.0.1:{base_port}"] }}\n'
+    hangar = start_hangar(plugins, cache, fetch_grant)
     baseline = Proc([str(BASELINE), f"127.0.0.1:{base_port}", DATABASE_URL],
                     f"http://127.0.0.1:{base_port}/echo")
     base = f"http://127.0.0.1:{base_port}"
@@ -245,6 +252,8 @@ def main():
     check_once(base + "/query", DB_BASE % 1)
     check_once(hangar.url + "/mcp", PY_FRESH)
     check_once(hangar.url + "/mcp", PY_WARM)
+    check_once(hangar.url + "/mcp", FETCH_MCP % base_port)
+    check_once(base + "/fetch", "{}")
     scenarios = [
         ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
@@ -261,6 +270,9 @@ def main():
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("DB tool, cache miss (unique ids), MCP", hangar.url + "/mcp", lua_script("db-miss", DB_MCP, unique=True),
          "in-process query", base + "/query", lua_script("base-query", DB_BASE, unique=True), True),
+        ("Outbound HTTP from a guest (wasi:http GET, new connection), MCP", hangar.url + "/mcp",
+         lua_script("fetch-mcp", FETCH_MCP % base_port), "same request made by the host", base + "/fetch",
+         lua_script("base-fetch", "{}"), False),
     ]
     rows = []
     try:

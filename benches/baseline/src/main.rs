@@ -4,6 +4,10 @@
 //! - `POST /echo`: reads a JSON-RPC request, answers a fixed small result.
 //! - `POST /query`: reads `{"id": n}`, runs the bench DB tool's statement
 //!   through the same kind of pool (deadpool, `prepare_cached`), answers the rows.
+//! - `GET /hello`: a small text — the upstream of the outbound-call scenario.
+//! - `POST /fetch`: makes the request a guest's `fetch` makes — `GET /hello`
+//!   on this server, over a new connection (as Hangar's client does) — and
+//!   answers its body.
 //!
 //! Usage: `hangar-baseline ADDR [DATABASE_URL]`
 
@@ -14,7 +18,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use axum::routing::post;
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, Empty};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::{Value, json};
 
@@ -51,11 +56,51 @@ async fn query(State(pool): State<Arc<Pool>>, body: Bytes) -> impl IntoResponse 
     )
 }
 
+async fn hello() -> &'static str {
+    "hello from upstream"
+}
+
+/// The outbound request of the `fetch` scenario, made by the host itself.
+async fn fetch(State(upstream): State<Arc<String>>) -> impl IntoResponse {
+    let tcp = tokio::net::TcpStream::connect(upstream.as_str())
+        .await
+        .expect("connect");
+    let _ = tcp.set_nodelay(true);
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("handshake");
+    tokio::spawn(conn);
+    let request = hyper::Request::get("/hello")
+        .header("host", upstream.as_str())
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("send");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    let text = format!("{status} {}", String::from_utf8_lossy(&body));
+    let reply = json!({
+        "jsonrpc": "2.0", "id": 1,
+        "result": { "content": [{ "type": "text", "text": text }], "isError": false }
+    });
+    (
+        [(CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(&reply).unwrap(),
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:9090".into());
-    let mut app = Router::new().route("/echo", post(echo));
+    let mut app = Router::new()
+        .route("/echo", post(echo))
+        .route("/hello", get(hello))
+        .merge(
+            Router::new()
+                .route("/fetch", post(fetch))
+                .with_state(Arc::new(addr.clone())),
+        );
     if let Some(url) = args.next() {
         let config: tokio_postgres::Config = url.parse().expect("database url");
         let manager = Manager::from_config(
