@@ -145,6 +145,25 @@ class Mcp:
         return self.request("tools/call", params, **kw)
 
 
+def wait_for(condition, timeout, what):
+    """Polls `condition` until it returns something truthy; fails after `timeout` s."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def client(server, timeout=60):
+    """A raw MCP client with its own HTTP timeout (a hang fails the test)."""
+    c = Mcp(server.url)
+    c.http.timeout = httpx.Timeout(timeout)
+    return c
+
+
 def parse_reply(r: httpx.Response) -> dict:
     ctype = r.headers.get("content-type", "")
     if ctype.startswith("text/event-stream"):

@@ -41,7 +41,7 @@ import httpx
 import pytest
 import trustme
 
-from conftest import Mcp, free_port, plugin_path, run_hangar
+from conftest import Mcp, client, free_port, plugin_path, run_hangar, wait_for
 
 PLUGIN = "http-fetch"
 PLUGINS = ("echo", PLUGIN)
@@ -120,23 +120,6 @@ def upstream():
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def wait_for(condition, timeout, what):
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def client(server, timeout=15):
-    c = Mcp(server.url)
-    c.http.timeout = httpx.Timeout(timeout)
-    return c
 
 
 def fetch(server, url, headers=None, timeout=15):

@@ -46,27 +46,9 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import httpx
 import pytest
 
-from conftest import Mcp, parse_reply, plugin_path, run_hangar
+from conftest import Mcp, client, parse_reply, plugin_path, run_hangar, wait_for
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def wait_for(condition, timeout, what):
-    """Polls `condition` until it returns something truthy; fails after `timeout` s."""
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def client(server, timeout=60):
-    c = Mcp(server.url)
-    c.http.timeout = httpx.Timeout(timeout)
-    return c
 
 
 def call(server, tool, arguments=None, **kw):

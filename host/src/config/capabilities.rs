@@ -1,0 +1,47 @@
+//! What guests may reach outside their sandbox: `[http]`, `[credentials.NAME]`
+//! and each plugin's `grants`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `[http]`: settings of the client guests' requests go out through.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// A PEM file of CA certificates trusted besides the system's roots.
+    pub extra_ca: Option<PathBuf>,
+}
+
+/// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// Hosts (ports 80/443 by scheme), `host:port` or `*.domain` the plugin's
+    /// outbound HTTP requests may go to.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// `[credentials.NAME]` providers whose tokens the plugin may get.
+    #[serde(default)]
+    pub credentials: Vec<String>,
+}
+
+/// A `[credentials.NAME]` provider. Values may be `{{ env.VAR }}` or
+/// `{{ file./path }}`; they never appear in logs or `hangar check`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum CredentialConfig {
+    /// A fixed token or API key.
+    #[serde(rename = "static")]
+    Static { value: String },
+    /// OAuth 2.0 client credentials: the host asks `token_url` for a token
+    /// and shares it across calls until shortly before it expires.
+    #[serde(rename = "oauth2-client-credentials")]
+    OAuth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default)]
+        scopes: Vec<String>,
+    },
+}
