@@ -10,15 +10,17 @@ HANGAR_BIN="$ROOT/target/release/hangar"
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled
 # with that world only (a component must carry just the world it exports).
-TOOL_PLUGINS=(echo everything misbehave abuse stuck-list http-fetch)
+TOOL_PLUGINS=(echo everything weather misbehave abuse stuck-list http-fetch)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
-EXAMPLE_PLUGINS=(echo everything api-key jwt redact normalize)
+EXAMPLE_PLUGINS=(echo everything weather api-key jwt redact normalize)
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper)
 PY_TOOLS="$ROOT/target/py-tools"
-# JavaScript plugins (componentize-js, installed per plugin by npm): directory:world.
-JS_PLUGINS=(js-reverse:tool)
+# JavaScript plugins (componentize-js, installed per plugin by npm):
+# directory:world, or directory:world:http for a plugin that uses fetch (built
+# with wasi:http; the others are built with `-d http fetch-event`).
+JS_PLUGINS=(js-reverse:tool js-http:tool:http)
 TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch)
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -75,17 +77,21 @@ up_to_date() {
 }
 
 build_js_plugins() {
-  local entry dir world out
+  local entry dir world http out
   for entry in "${JS_PLUGINS[@]}"; do
-    dir="${entry%%:*}"; world="${entry##*:}"; out="$ROOT/plugins/$dir.wasm"
+    IFS=: read -r dir world http <<<"$entry"
+    out="$ROOT/plugins/$dir.wasm"
     up_to_date "$out" "$ROOT/plugins/$dir" && continue
-    log "building $dir (JavaScript, $world world)"
+    # -d http fetch-event: no wasi:http import, unless the plugin uses fetch
+    # (its requests then go through the operator's grants).
+    local features=(-d http fetch-event)
+    [ "$http" = http ] && features=(-d fetch-event)
+    log "building $dir (JavaScript, $world world${http:+, with wasi:http})"
     (
       cd "$ROOT/plugins/$dir"
       [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
-      # -d http fetch-event: no wasi:http import (Hangar grants none).
       node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
-        --wit "$ROOT/wit" --world-name "$world" -d http fetch-event -o "$out" >/dev/null
+        --wit "$ROOT/wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
     )
   done
 }

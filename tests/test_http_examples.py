@@ -1,0 +1,173 @@
+"""The HTTP examples in plugins/ — `weather` (Rust, `wstd`) and `js-http`
+(JavaScript, `fetch`) — call a JSON API whose base URL is their `base_url`
+config: against a local JSON API this test starts, under grants they answer
+its data; a status the API answers is a tool error that names it; and
+without grants (as the shipped hangar.toml loads them) their requests are
+refused by the host."""
+
+import json
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from conftest import Mcp, plugin_path, run_hangar
+
+PLUGINS = ("weather", "js-http")
+FORECASTS = {
+    "Lisbon": {"city": "Lisbon", "summary": "sunny", "temperature_c": 24},
+    "São Paulo": {"city": "São Paulo", "summary": "rain", "temperature_c": 18},
+}
+ITEMS = {"1": {"id": 1, "name": "Rain jacket", "tags": ["outerwear", "waterproof"]}}
+
+
+class JsonApi:
+    """A local JSON API that records the requests it gets."""
+
+    def __init__(self):
+        self.requests = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                api.requests.append({"path": parts.path, "query": parts.query,
+                                     "accept": self.headers.get("accept")})
+                query = parse_qs(parts.query)
+                if parts.path == "/v1/forecast":
+                    city = query.get("city", [""])[0]
+                    if city in FORECASTS:
+                        return self.answer(200, FORECASTS[city])
+                    return self.answer(404, {"error": f"unknown city {city}"})
+                if parts.path.startswith("/items/") and parts.path[len("/items/"):] in ITEMS:
+                    return self.answer(200, ITEMS[parts.path[len("/items/"):]])
+                if parts.path == "/broken":
+                    return self.answer(500, {"error": "upstream exploded"})
+                self.answer(404, {"error": "not found"})
+
+            def answer(self, status, value):
+                body = json.dumps(value).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def seen(self, path):
+        return [r for r in self.requests if r["path"] == path]
+
+
+@pytest.fixture(scope="module")
+def api():
+    a = JsonApi()
+    yield a
+    a.httpd.shutdown()
+    a.httpd.server_close()
+
+
+def config(api, grants=True):
+    grant = f'grants = {{ http = ["127.0.0.1:{api.port}"] }}\n' if grants else ""
+    return (f'\n[plugins.weather]\nconfig = {{ base_url = "{api.base}/v1" }}\n{grant}'
+            f'\n[plugins.js-http]\nconfig = {{ base_url = "{api.base}" }}\n{grant}')
+
+
+@pytest.fixture(scope="module")
+def granted(start_server, api):
+    return start_server(plugins=PLUGINS, config=config(api))
+
+
+@pytest.fixture(scope="module")
+def ungranted(start_server, api):
+    return start_server(plugins=PLUGINS, config=config(api, grants=False))
+
+
+def client(server):
+    c = Mcp(server.url)
+    c.http.timeout = httpx.Timeout(30)
+    return c
+
+
+def ok(r):
+    assert r.get("result", {}).get("isError") is False, r
+    return r["result"]
+
+
+def tool_error(r):
+    assert r.get("result", {}).get("isError") is True, r
+    return r["result"]["content"][0]["text"]
+
+
+def test_both_tools_are_listed(granted):
+    tools = client(granted).request("tools/list")["result"]["tools"]
+    assert sorted(t["name"] for t in tools) == ["js.fetch_json", "weather.forecast"]
+
+
+def test_weather_answers_the_apis_forecast(granted, api):
+    result = ok(client(granted).call("weather.forecast", {"city": "Lisbon"}))
+    assert result["structuredContent"] == FORECASTS["Lisbon"]
+    assert result["content"][0]["text"] == "Forecast for Lisbon: sunny, 24 °C"
+    # The city is sent percent-encoded, and JSON is asked for.
+    result = ok(client(granted).call("weather.forecast", {"city": "São Paulo"}))
+    assert result["structuredContent"] == FORECASTS["São Paulo"]
+    sent = api.seen("/v1/forecast")
+    assert sent[-1]["query"] == "city=S%C3%A3o%20Paulo", sent
+    assert sent[-1]["accept"] == "application/json"
+
+
+def test_weather_reports_the_apis_status_as_a_tool_error(granted):
+    text = tool_error(client(granted).call("weather.forecast", {"city": "Atlantis"}))
+    assert text.startswith("weather: the API answered 404"), text
+    assert "unknown city Atlantis" in text
+
+
+def test_js_http_answers_the_apis_json(granted, api):
+    result = ok(client(granted).call("js.fetch_json", {"path": "/items/1"}))
+    assert json.loads(result["content"][0]["text"]) == ITEMS["1"]
+    assert api.seen("/items/1")
+
+
+def test_js_http_reports_the_apis_status_as_a_tool_error(granted):
+    text = tool_error(client(granted).call("js.fetch_json", {"path": "/broken"}))
+    assert text.startswith("js-http: the API answered 500"), text
+
+
+def test_without_grants_both_are_refused(ungranted, api):
+    before = len(api.requests)
+    text = tool_error(client(ungranted).call("weather.forecast", {"city": "Lisbon"}))
+    assert text.startswith("weather: request failed:"), text
+    assert "HttpRequestDenied" in text, text
+    text = tool_error(client(ungranted).call("js.fetch_json", {"path": "/items/1"}))
+    assert text.startswith("js-http: request failed:"), text
+    log = ungranted.log_text()
+    for plugin in PLUGINS:
+        assert f"http: 127.0.0.1:{api.port} not granted to plugin {plugin}" in log, log
+    # Refused before any connection: the API saw nothing.
+    assert len(api.requests) == before
+
+
+def test_check_shows_both_import_wasi_http_and_have_no_grants(tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    for name in PLUGINS:
+        shutil.copy(plugin_path(name), plugins / f"{name}.wasm")
+    config = tmp_path / "hangar.toml"
+    config.write_text(f'[server]\ncache_dir = "{tmp_path / "cache"}"\n')
+    out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    for name in PLUGINS:
+        at = next(i for i, l in enumerate(lines) if f"{name}.wasm" in l)
+        assert "wasi:http/outgoing-handler" in lines[at + 1], out.stdout
+        assert "grants http: none (its requests will be refused)" in lines[at + 1], out.stdout
