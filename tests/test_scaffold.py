@@ -1,11 +1,18 @@
 """`hangar new` writes a buildable project in each language: one of each is
-scaffolded, built with its own build.sh, loaded and called over MCP."""
+scaffolded, built with its own build.sh, loaded and called over MCP; the
+`--http` tools (Rust and JavaScript) call a local JSON API under a grant."""
 
 import os
 import shutil
 import subprocess
 
+import json
+
+import httpx
+import pytest
+
 from conftest import HANGAR_BIN, ROOT, Mcp, Server, run_hangar
+from test_http_examples import ITEMS, JsonApi
 
 BUILD_ENV = {
     **os.environ,
@@ -16,8 +23,8 @@ BUILD_ENV = {
 }
 
 
-def scaffold(tmp_path, kind, name, lang):
-    out = run_hangar("new", kind, name, "--lang", lang, "--dir", str(tmp_path / name))
+def scaffold(tmp_path, kind, name, lang, *flags):
+    out = run_hangar("new", kind, name, "--lang", lang, *flags, "--dir", str(tmp_path / name))
     assert out.returncode == 0, out.stderr
     assert f"build it with: {tmp_path / name}/build.sh" in out.stdout
     built = subprocess.run([str(tmp_path / name / "build.sh")], capture_output=True, text=True,
@@ -66,3 +73,50 @@ def test_new_refuses_a_non_empty_folder_and_bad_names(tmp_path):
     out = run_hangar("new", "tool", "Bad Name", "--dir", str(tmp_path / "bad"))
     assert out.returncode != 0
     assert HANGAR_BIN.exists()
+
+
+@pytest.fixture
+def api():
+    a = JsonApi()
+    yield a
+    a.httpd.shutdown()
+    a.httpd.server_close()
+
+
+def test_http_scaffolds_in_rust_and_js_call_a_granted_json_api(tmp_path, shared_cache, api):
+    rust_tool = scaffold(tmp_path, "tool", "scaf-rust-http", "rust", "--http")
+    js_tool = scaffold(tmp_path, "tool", "scaf-js-http", "js", "--http")
+    assert "-d http" not in (tmp_path / "scaf-js-http" / "build.sh").read_text()
+    config = "".join(f"""
+[plugins.{name}]
+config = {{ base_url = "{api.base}" }}
+grants = {{ http = ["127.0.0.1:{api.port}"] }}
+""" for name in ("scaf-rust-http", "scaf-js-http"))
+    s = Server(tmp_path / "srv", [], config, shared_cache)
+    for wasm in (rust_tool, js_tool):
+        shutil.copy(wasm, s.plugins_dir / wasm.name)
+    s.start()
+    try:
+        c = Mcp(s.url)
+        c.http.timeout = httpx.Timeout(30)
+        names = sorted(t["name"] for t in c.request("tools/list")["result"]["tools"])
+        assert names == ["scaf-js-http", "scaf-rust-http"]
+        for name in names:
+            r = c.call(name, {"path": "/items/1"})
+            assert r["result"]["isError"] is False, r
+            assert json.loads(r["result"]["content"][0]["text"]) == ITEMS["1"]
+            assert r["result"]["structuredContent"] == ITEMS["1"]
+            err = c.call(name, {"path": "/broken"})
+            assert err["result"]["isError"] is True, err
+            assert "the API answered 500" in err["result"]["content"][0]["text"], err
+        assert len(api.seen("/items/1")) == 2
+    finally:
+        s.stop()
+
+
+def test_http_scaffold_in_python_is_refused_with_a_reason(tmp_path):
+    out = run_hangar("new", "tool", "py-http", "--lang", "python", "--http", "--dir", str(tmp_path / "py-http"))
+    assert out.returncode != 0
+    assert "--http is not available for Python yet" in out.stderr, out.stderr
+    assert "componentize-py" in out.stderr
+    assert not (tmp_path / "py-http").exists()

@@ -1,6 +1,7 @@
 //! `hangar new`: writes a minimal, buildable plugin project — the WIT
 //! included, a `build.sh` — for a tool, an auth check or a mapper, in Rust,
-//! Python or JavaScript.
+//! Python or JavaScript; with `--http`, a tool that calls a JSON API through
+//! `wasi:http` (Rust with `wstd`, JavaScript with `fetch`).
 
 use std::path::Path;
 
@@ -36,6 +37,20 @@ fn source(kind: Kind, lang: Lang) -> &'static str {
     }
 }
 
+/// The `--http` tool templates: they call the JSON API at config `base_url`.
+fn http_source(lang: Lang) -> anyhow::Result<&'static str> {
+    match lang {
+        Lang::Rust => Ok(include_str!("rust_tool_http.rs.txt")),
+        Lang::Js => Ok(include_str!("js_tool_http.js.txt")),
+        Lang::Python => anyhow::bail!(
+            "--http is not available for Python yet: componentize-py 0.25 generates \
+             wasi:http bindings only for a world that imports wasi:http, and Hangar's \
+             tool world does not; write the tool in Rust or JavaScript (--lang rust|js), \
+             or see docs/plugins.md"
+        ),
+    }
+}
+
 fn world(kind: Kind) -> &'static str {
     match kind {
         Kind::Tool => "tool",
@@ -47,6 +62,28 @@ fn world(kind: Kind) -> &'static str {
 /// Writes the project into `dir` (which must not exist or be empty) and
 /// returns the command that builds it.
 pub fn create(kind: Kind, name: &str, lang: Lang, dir: &Path) -> anyhow::Result<String> {
+    create_with(kind, name, lang, dir, false)
+}
+
+/// [`create`], and with `http` a tool that calls a JSON API (`hangar new
+/// tool NAME --http`): its config key `base_url`, reached under the
+/// plugin's `grants = { http = [...] }`.
+pub fn create_with(
+    kind: Kind,
+    name: &str,
+    lang: Lang,
+    dir: &Path,
+    http: bool,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !http || kind == Kind::Tool,
+        "--http writes a tool; leave it out for an auth check or a mapper"
+    );
+    let template = if http {
+        http_source(lang)?
+    } else {
+        source(kind, lang)
+    };
     let valid = !name.is_empty()
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -63,12 +100,12 @@ pub fn create(kind: Kind, name: &str, lang: Lang, dir: &Path) -> anyhow::Result<
     std::fs::write(dir.join("wit/types.wit"), WIT_TYPES)?;
     std::fs::write(dir.join("wit/worlds.wit"), WIT_WORLDS)?;
     let world = world(kind);
-    let code = source(kind, lang).replace("{{name}}", name);
+    let code = template.replace("{{name}}", name);
     let build = match lang {
         Lang::Rust => {
             std::fs::create_dir_all(dir.join("src"))?;
             std::fs::write(dir.join("src/lib.rs"), code)?;
-            std::fs::write(dir.join("Cargo.toml"), cargo_toml(name))?;
+            std::fs::write(dir.join("Cargo.toml"), cargo_toml(name, http))?;
             format!(
                 r#"rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 cargo build --target wasm32-wasip2 --release
@@ -85,11 +122,23 @@ cp "${{CARGO_TARGET_DIR:-target}}/wasm32-wasip2/release/{lib}.wasm" {name}.wasm"
         Lang::Js => {
             std::fs::write(dir.join("app.js"), code)?;
             std::fs::write(dir.join("package.json"), package_json(name))?;
+            let (note, features) = if http {
+                (
+                    "# -d fetch-event only: the component imports wasi:http for fetch\n\
+                     # (its requests reach only the hosts granted to the plugin).",
+                    "-d fetch-event",
+                )
+            } else {
+                (
+                    "# -d http fetch-event: no wasi:http import (the tool makes no requests).",
+                    "-d http fetch-event",
+                )
+            };
             format!(
                 r#"cli="${{COMPONENTIZE_JS_CLI:-node_modules/@bytecodealliance/componentize-js/src/cli.js}}"
 [ -f "$cli" ] || npm install --no-audit --no-fund
-# -d http fetch-event: no wasi:http import (Hangar grants none).
-node "$cli" app.js --wit wit --world-name {world} -d http fetch-event -o {name}.wasm"#
+{note}
+node "$cli" app.js --wit wit --world-name {world} {features} -o {name}.wasm"#
             )
         }
     };
@@ -106,7 +155,12 @@ node "$cli" app.js --wit wit --world-name {world} -d http fetch-event -o {name}.
     Ok(format!("{}/build.sh", dir.display()))
 }
 
-fn cargo_toml(name: &str) -> String {
+fn cargo_toml(name: &str, http: bool) -> String {
+    let http = if http {
+        "# Outbound HTTP over wasi:http/outgoing-handler.\nwstd = \"0.6\"\n"
+    } else {
+        ""
+    };
     format!(
         r#"[package]
 name = "{name}"
@@ -119,7 +173,7 @@ crate-type = ["cdylib"]
 [dependencies]
 wit-bindgen = "0.63"
 serde_json = "1"
-
+{http}
 [profile.release]
 opt-level = "s"
 lto = true
@@ -167,6 +221,47 @@ mod tests {
                 assert!(!all.contains("{{name}}"));
             }
         }
+        for lang in [Lang::Rust, Lang::Js] {
+            let dir = root.join(format!("http-{lang:?}"));
+            create_with(Kind::Tool, "demo", lang, &dir, true).unwrap();
+            let src = dir.join("src");
+            let all: String = std::fs::read_dir(&dir)
+                .unwrap()
+                .chain(std::fs::read_dir(&src).into_iter().flatten())
+                .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+                .collect();
+            assert!(!all.contains("{{name}}"));
+            assert!(all.contains("base_url"));
+        }
+        assert!(
+            std::fs::read_to_string(root.join("http-Rust/Cargo.toml"))
+                .unwrap()
+                .contains("wstd")
+        );
+        let js_build = std::fs::read_to_string(root.join("http-Js/build.sh")).unwrap();
+        assert!(js_build.contains("-d fetch-event") && !js_build.contains("-d http"));
+        let py = create_with(
+            Kind::Tool,
+            "demo",
+            Lang::Python,
+            &root.join("http-py"),
+            true,
+        );
+        assert!(
+            py.unwrap_err()
+                .to_string()
+                .contains("not available for Python")
+        );
+        assert!(
+            create_with(
+                Kind::Auth,
+                "demo",
+                Lang::Rust,
+                &root.join("http-auth"),
+                true
+            )
+            .is_err()
+        );
         assert!(create(Kind::Tool, "Bad Name", Lang::Rust, &root.join("x")).is_err());
         assert!(create(Kind::Tool, "demo", Lang::Rust, &root.join("Tool-Rust")).is_err());
         std::fs::remove_dir_all(root).unwrap();
