@@ -150,6 +150,7 @@ def test_without_grants_both_are_refused(ungranted, api):
     assert "HttpRequestDenied" in text, text
     text = tool_error(client(ungranted).call("js.fetch_json", {"path": "/items/1"}))
     assert text.startswith("js-http: request failed:"), text
+    assert "NetworkError" in text, text  # fetch does not pass the wasi:http error code on
     log = ungranted.log_text()
     for plugin in PLUGINS:
         assert f"http: 127.0.0.1:{api.port} not granted to plugin {plugin}" in log, log
