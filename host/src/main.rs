@@ -43,6 +43,9 @@ enum Command {
         /// Where to write it (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// A tool that calls a JSON API over wasi:http (Rust or JavaScript).
+        #[arg(long)]
+        http: bool,
     },
     /// Validate the config and load every plugin without serving; exits
     /// non-zero on any problem.
@@ -96,9 +99,10 @@ fn main() -> ExitCode {
                 name,
                 lang,
                 dir,
+                http,
             } => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-                let build = hangar::scaffold::create(kind, &name, lang, &dir)?;
+                let build = hangar::scaffold::create_with(kind, &name, lang, &dir, http)?;
                 println!("wrote {}", dir.display());
                 println!("build it with: {build}");
                 println!(

@@ -19,8 +19,8 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use http_body_util::{BodyExt, Empty};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use http_body_util::{BodyExt, Empty};
 use serde_json::{Value, json};
 
 const QUERY: &str = "SELECT id, name FROM bench_items WHERE id = $1";
@@ -77,7 +77,12 @@ async fn fetch(State(upstream): State<Arc<String>>) -> impl IntoResponse {
         .expect("request");
     let response = sender.send_request(request).await.expect("send");
     let status = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
     let text = format!("{status} {}", String::from_utf8_lossy(&body));
     let reply = json!({
         "jsonrpc": "2.0", "id": 1,
