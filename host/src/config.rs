@@ -31,6 +31,9 @@ pub struct Config {
     pub connectors: BTreeMap<String, ConnectorConfig>,
     /// The auth check of every tool that does not set its own.
     pub auth: Option<AuthConfig>,
+    /// Where plugins' key-value state lives (`hangar:plugin/kv`).
+    #[serde(default)]
+    pub kv: crate::wasm::kv::KvConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -74,8 +74,14 @@ impl Hangar {
         )?;
         let dir = config.server.plugins.clone();
         let (metas, mut meta_problems) = plugin_metas(&config);
-        let meta = |name: &str| {
-            metas
+        let (kv, kv_problems) = wasm::kv::open(&config.kv, &config.server.cache_dir).await;
+        meta_problems.extend(kv_problems.into_iter().map(|error| LoadFailure {
+            path: std::path::PathBuf::from("kv"),
+            error,
+        }));
+        let meta = |name: &str| wasm::PluginMeta {
+            kv: kv.clone(),
+            ..metas
                 .get(name)
                 .cloned()
                 .unwrap_or_else(|| wasm::PluginMeta {
@@ -150,6 +156,7 @@ fn plugin_metas(config: &Config) -> (HashMap<String, wasm::PluginMeta>, Vec<Load
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
             log: Default::default(),
             http: Arc::new(http),
+            kv: None,
         };
         metas.insert(name.clone(), meta);
     }

@@ -1,5 +1,5 @@
 //! Host-side bindings of the `hangar:plugin` worlds, generated from `wit/`.
-//! The `host`, `config` and `types` interfaces are generated once (in
+//! The `host`, `config`, `kv` and `types` interfaces are generated once (in
 //! `tool`) and shared by the other worlds.
 
 pub mod tool {
@@ -7,6 +7,8 @@ pub mod tool {
         path: "../wit",
         world: "tool",
         exports: { default: async },
+        // kv backends do I/O.
+        imports: { "hangar:plugin/kv": async },
     });
 }
 

@@ -7,6 +7,7 @@ mod cache;
 pub mod engine;
 mod guest_log;
 pub mod http;
+pub mod kv;
 mod limits;
 mod mapper;
 pub mod sched;

@@ -14,6 +14,7 @@ use super::bindings::tool::hangar::plugin::config;
 use super::bindings::tool::hangar::plugin::host;
 use super::guest_log::GuestLog;
 use super::http::{HttpCall, HttpGrants};
+use super::kv::{KvCall, KvStore};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
 use crate::pipeline::{EventSink, LogLevel};
@@ -30,6 +31,8 @@ pub struct PluginMeta {
     pub log: Arc<GuestLog>,
     /// Where the plugin may send HTTP requests (`grants.http`).
     pub http: Arc<HttpGrants>,
+    /// The server's kv store (`[kv]`); none when it could not be opened.
+    pub kv: Option<Arc<KvStore>>,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -51,6 +54,8 @@ pub struct GuestState {
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     /// Outbound HTTP under the plugin's grants, bounded by the call.
     http: HttpCall,
+    /// Key-value state in the plugin's namespace.
+    pub(super) kv: KvCall,
     /// When the current call's deadline passes (set by `limits::arm`).
     pub(super) deadline: Instant,
     /// The store's long-running-lane permit, while it holds one.
@@ -78,7 +83,9 @@ impl GuestState {
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
         http.trace_id = trace_id.map(str::to_owned);
+        let kv = KvCall::new(plugin.name.clone(), plugin.kv.clone());
         GuestState {
+            kv,
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             http,
             wasi,
@@ -171,7 +178,7 @@ pub fn instance_pre(
         .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
 }
 
-/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host` and `config` imports to a linker.
+/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host`, `config` and `kv` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     // Linked for every plugin; a request goes out only under a grant.
@@ -181,6 +188,7 @@ pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     config::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    super::kv::link(linker)?;
     Ok(())
 }
 
