@@ -10,7 +10,7 @@ HANGAR_BIN="$ROOT/target/release/hangar"
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled
 # with that world only (a component must carry just the world it exports).
-TOOL_PLUGINS=(echo everything misbehave abuse stuck-list http-fetch)
+TOOL_PLUGINS=(echo everything misbehave abuse stuck-list http-fetch kv-counter)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
 EXAMPLE_PLUGINS=(echo everything api-key jwt redact normalize)
@@ -19,7 +19,7 @@ PY_PLUGINS=(py-greet:tool py-shout:mapper)
 PY_TOOLS="$ROOT/target/py-tools"
 # JavaScript plugins (componentize-js, installed per plugin by npm): directory:world.
 JS_PLUGINS=(js-reverse:tool)
-TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch)
+TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch kv-counter)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
