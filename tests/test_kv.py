@@ -29,6 +29,7 @@ import shutil
 import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import httpx
@@ -197,6 +198,14 @@ def test_a_counter_survives_calls(server):
     assert text(server, "get", key=key) == "-7"
 
 
+def test_concurrent_increments_are_not_lost(server):
+    key = unique("busy")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda _: text(server, "incr", key=key), range(40)))
+    assert sorted(int(a) for a in answers) == list(range(1, 41))
+    assert text(server, "get", key=key) == "40"
+
+
 def test_set_get_and_delete(server):
     key = unique("greeting")
     assert text(server, "get", key=key) == "(absent)"
@@ -322,6 +331,14 @@ def test_two_processes_share_a_counter_through_redis(redis_pair):
     assert text(b, "get", key=key) == "7"
     text(b, "del", key=key)
     assert text(a, "get", key=key) == "(absent)"
+
+
+def test_concurrent_increments_from_two_processes_add_up(redis_pair):
+    key = unique("both")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda i: text(redis_pair[i % 2], "incr", key=key), range(40)))
+    assert text(redis_pair[0], "get", key=key) == "40"
+    text(redis_pair[1], "del", key=key)
 
 
 def test_two_processes_share_max_keys_through_redis(redis_pair):
