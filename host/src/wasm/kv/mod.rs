@@ -314,3 +314,59 @@ fn add(value: i64, delta: i64) -> Result<i64> {
         .checked_add(delta)
         .ok_or_else(|| KvError::Invalid("increment would overflow a 64-bit integer".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn defaults_are_documented_and_bad_bounds_are_refused() {
+        let c = Config::parse("").unwrap().kv;
+        assert_eq!(c.backend, BackendKind::Embedded);
+        assert_eq!(c.url, "redis://127.0.0.1:6379");
+        assert_eq!(c.prefix, "hangar:kv");
+        assert_eq!(
+            (c.max_key_bytes, c.max_value_bytes, c.max_keys),
+            (512, 1 << 20, 10_000)
+        );
+        assert!(c.check().is_ok());
+        let parse = |s: &str| Config::parse(&format!("[kv]\n{s}")).map(|c| c.kv);
+        assert_eq!(
+            parse("backend = \"redis\"").unwrap().backend,
+            BackendKind::Redis
+        );
+        assert!(parse("backend = \"memcached\"").is_err());
+        assert!(parse("max_key = 3").is_err());
+        for bad in [
+            "max_keys = 0",
+            "max_key_bytes = 0",
+            "max_value_bytes = 100000000",
+        ] {
+            assert!(parse(bad).unwrap().check().is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bounds_are_typed_errors_before_the_backend() {
+        let dir = std::env::temp_dir().join(format!("hangar-kv-bounds-{}", uuid::Uuid::new_v4()));
+        let config = KvConfig {
+            max_key_bytes: 4,
+            max_value_bytes: 8,
+            ..KvConfig::default()
+        };
+        let (store, problems) = open(&config, &dir).await;
+        assert!(problems.is_empty(), "{problems:?}");
+        let store = store.unwrap();
+        let too_large = |r: Result<()>| matches!(r, Err(KvError::TooLarge(_)));
+        assert!(too_large(store.set("p", "abcde", vec![], None).await));
+        assert!(too_large(store.set("p", "k", vec![0; 9], None).await));
+        assert!(matches!(store.get("p", "").await, Err(KvError::Invalid(_))));
+        let zero = store.set("p", "k", vec![1], Some(0)).await;
+        assert!(matches!(zero, Err(KvError::Invalid(_))));
+        store.set("p", "k", vec![0; 8], Some(60_000)).await.unwrap();
+        let unavailable = KvCall::new("p".into(), None).store();
+        assert!(matches!(unavailable, Err(KvError::Unavailable(_))));
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
