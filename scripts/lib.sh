@@ -10,7 +10,7 @@ HANGAR_BIN="$ROOT/target/release/hangar"
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled
 # with that world only (a component must carry just the world it exports).
-TOOL_PLUGINS=(echo everything weather misbehave abuse stuck-list http-fetch)
+TOOL_PLUGINS=(echo everything weather misbehave abuse stuck-list http-fetch kv-counter)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
 EXAMPLE_PLUGINS=(echo everything weather api-key jwt redact normalize)
@@ -21,7 +21,7 @@ PY_TOOLS="$ROOT/target/py-tools"
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http)
-TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch)
+TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch kv-counter)
 
 log() { printf '==> %s\n' "$*" >&2; }
 

@@ -78,8 +78,14 @@ impl Hangar {
                 .map_err(|e| anyhow::anyhow!(e))?,
         );
         let (metas, mut meta_problems) = plugin_metas(&config, &client);
-        let meta = |name: &str| {
-            metas
+        let (kv, kv_problems) = wasm::kv::open(&config.kv, &config.server.cache_dir).await;
+        meta_problems.extend(kv_problems.into_iter().map(|error| LoadFailure {
+            path: std::path::PathBuf::from("kv"),
+            error,
+        }));
+        let meta = |name: &str| wasm::PluginMeta {
+            kv: kv.clone(),
+            ..metas
                 .get(name)
                 .cloned()
                 .unwrap_or_else(|| wasm::PluginMeta {
@@ -184,6 +190,7 @@ fn plugin_metas(
                 grants,
                 client: client.clone(),
             }),
+            kv: None,
         };
         metas.insert(name.clone(), meta);
     }

@@ -39,6 +39,21 @@ pub use tool::hangar::plugin::types::{
 #[cfg(feature = "tool")]
 pub use tool_helpers::parse_args;
 
+/// Key-value state the host keeps between calls, in this plugin's own
+/// namespace (`hangar:plugin/kv`). Values are bytes; `increment` works on a
+/// value stored as decimal text and creates it from 0. Sizes and the number
+/// of keys are bounded by the host's `[kv]` settings: past a bound a call
+/// answers [`KvError::TooLarge`] or [`KvError::Quota`].
+///
+/// ```ignore
+/// let n = hangar_sdk::kv::increment("visits", 1)?;
+/// hangar_sdk::kv::set("last", b"hello", Some(60_000))?;
+/// ```
+#[cfg(feature = "tool")]
+pub mod kv {
+    pub use crate::tool::hangar::plugin::kv::{KvError, delete, get, increment, set};
+}
+
 /// Raw bindings of the `hangar:plugin/auth` world: implement
 /// `auth::Guest::authenticate` and export with [`export_auth!`].
 #[cfg(feature = "auth")]

@@ -43,6 +43,9 @@ pub struct Config {
     /// Credential providers, by name; a plugin uses those its grants name.
     #[serde(default)]
     pub credentials: BTreeMap<String, CredentialConfig>,
+    /// Where plugins' key-value state lives (`hangar:plugin/kv`).
+    #[serde(default)]
+    pub kv: crate::wasm::kv::KvConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -22,6 +22,7 @@ pub enum Lang {
 
 const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
 const WIT_WORLDS: &str = include_str!("../../../wit/worlds.wit");
+const WIT_KV: &str = include_str!("../../../wit/kv.wit");
 
 fn source(kind: Kind, lang: Lang) -> &'static str {
     match (lang, kind) {
@@ -99,6 +100,7 @@ pub fn create_with(
     std::fs::create_dir_all(dir.join("wit"))?;
     std::fs::write(dir.join("wit/types.wit"), WIT_TYPES)?;
     std::fs::write(dir.join("wit/worlds.wit"), WIT_WORLDS)?;
+    std::fs::write(dir.join("wit/kv.wit"), WIT_KV)?;
     let world = world(kind);
     let code = template.replace("{{name}}", name);
     let build = match lang {

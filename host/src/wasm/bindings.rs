@@ -1,5 +1,5 @@
 //! Host-side bindings of the `hangar:plugin` worlds, generated from `wit/`.
-//! The `host`, `config` and `types` interfaces are generated once (in
+//! The `host`, `config`, `kv` and `types` interfaces are generated once (in
 //! `tool`) and shared by the other worlds.
 
 pub mod tool {
@@ -7,8 +7,11 @@ pub mod tool {
         path: "../wit",
         world: "tool",
         exports: { default: async },
-        // Fetching a token is network I/O.
-        imports: { "hangar:plugin/credentials.get": async },
+        // Fetching a token and the kv backends are network or disk I/O.
+        imports: {
+            "hangar:plugin/credentials.get": async,
+            "hangar:plugin/kv": async,
+        },
     });
 }
 

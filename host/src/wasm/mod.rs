@@ -8,6 +8,7 @@ pub mod credentials;
 pub mod engine;
 mod guest_log;
 pub mod http;
+pub mod kv;
 mod limits;
 mod mapper;
 pub mod sched;

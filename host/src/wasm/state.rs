@@ -14,6 +14,7 @@ use super::bindings::tool::hangar::plugin::host;
 use super::bindings::tool::hangar::plugin::{config, credentials};
 use super::guest_log::GuestLog;
 use super::http::{HttpAccess, HttpCall};
+use super::kv::{KvCall, KvStore};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
 use crate::pipeline::{EventSink, LogLevel};
@@ -32,6 +33,8 @@ pub struct PluginMeta {
     pub http: Arc<HttpAccess>,
     /// The credential providers the plugin is granted (`grants.credentials`).
     pub credentials: Arc<super::credentials::PluginCredentials>,
+    /// The server's kv store (`[kv]`); none when it could not be opened.
+    pub kv: Option<Arc<KvStore>>,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -53,6 +56,8 @@ pub struct GuestState {
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     /// Outbound HTTP under the plugin's grants, bounded by the call.
     http: HttpCall,
+    /// Key-value state in the plugin's namespace.
+    pub(super) kv: KvCall,
     /// When the current call's deadline passes (set by `limits::arm`).
     pub(super) deadline: Instant,
     /// The store's long-running-lane permit, while it holds one.
@@ -80,7 +85,9 @@ impl GuestState {
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
         http.start_call(trace_id, limits.max_http_bytes);
+        let kv = KvCall::new(plugin.name.clone(), plugin.kv.clone());
         GuestState {
+            kv,
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             http,
             wasi,
@@ -180,7 +187,7 @@ pub fn instance_pre(
         .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
 }
 
-/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host` and `config` imports to a linker.
+/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host`, `config` and `kv` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     // Linked for every plugin; a request goes out only under a grant.
@@ -192,6 +199,7 @@ pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     credentials::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    super::kv::link(linker)?;
     Ok(())
 }
 
