@@ -41,10 +41,6 @@ impl HttpGrants {
         Ok(HttpGrants { entries })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The entry that grants `host:port` (`default_port` being the scheme's).
     pub(super) fn grant_for(&self, host: &str, port: u16, default_port: u16) -> Option<&Grant> {
         self.entries.iter().find(|g| {
