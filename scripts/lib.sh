@@ -15,12 +15,12 @@ AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
 EXAMPLE_PLUGINS=(echo everything weather api-key jwt redact normalize)
 # Python plugins (componentize-py): directory:world.
-PY_PLUGINS=(py-greet:tool py-shout:mapper)
+PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:server)
 PY_TOOLS="$ROOT/target/py-tools"
 # JavaScript plugins (componentize-js, installed per plugin by npm):
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
-JS_PLUGINS=(js-reverse:tool js-http:tool:http)
+JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:server)
 TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch kv-counter)
 
 log() { printf '==> %s\n' "$*" >&2; }

@@ -145,6 +145,45 @@ class Mcp:
         return self.request("tools/call", params, **kw)
 
 
+def session(server, capabilities=None) -> "Mcp":
+    """An initialized raw MCP session that declared `capabilities`."""
+    c = Mcp(server.url)
+    r = c.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": capabilities or {},
+                                 "clientInfo": {"name": "offers-test", "version": "0"}})
+    assert "result" in r, r
+    c.notify("notifications/initialized")
+    return c
+
+
+def ask_and_answer(server, c, tool, arguments, answer, session_id=None):
+    """Calls `tool` on an SSE stream; answers the first request the server sends with
+    `answer(request)` (a JSON-RPC response body, or None to stay silent). Returns
+    (the request, the call's final message)."""
+    http = httpx.Client(base_url=server.url, timeout=30)
+    body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}
+    asked, final = None, None
+    with http.stream("POST", "/mcp", json=body, headers={
+            "accept": "application/json, text/event-stream", "mcp-session-id": c.session}) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            msg = json.loads(line[6:])
+            if "method" in msg and "id" in msg and asked is None:
+                asked = msg
+                reply = answer(msg)
+                if reply is not None:
+                    posted = http.post("/mcp", json=reply, headers={
+                        "accept": "application/json, text/event-stream",
+                        "mcp-session-id": session_id or c.session})
+                    assert posted.status_code == 202
+            elif msg.get("id") == 99:
+                final = msg
+    http.close()
+    return asked, final
+
+
 def wait_for(condition, timeout, what):
     """Polls `condition` until it returns something truthy; fails after `timeout` s."""
     end = time.monotonic() + timeout
@@ -219,3 +258,75 @@ def psql(sql: str, url: str = DATABASE_URL) -> str:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
+
+
+def pg_bindir() -> Path:
+    """Where the PostgreSQL server binaries are: `pg_config --bindir` when it
+    has them, else the newest /usr/lib/postgresql/N/bin."""
+    try:
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, timeout=30)
+        bindir = Path(out.stdout.strip())
+        if out.returncode == 0 and (bindir / "initdb").exists():
+            return bindir
+    except FileNotFoundError:
+        pass
+    found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists()),
+                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    if not found:
+        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are missing")
+    return found[-1]
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL cluster on a free port, in a temp folder, for
+    tests that stop it or configure it (TLS). initdb refuses root, so when
+    run as root the cluster belongs to the `postgres` user, in a folder it
+    can reach (pytest's own temp folders are private to root)."""
+
+    def __init__(self, settings: dict | None = None, files: dict | None = None):
+        import tempfile
+        self.bindir = pg_bindir()
+        self.dir = Path(tempfile.mkdtemp(prefix="hangar-pg-"))
+        os.chmod(self.dir, 0o755)
+        self.owner = None
+        if os.geteuid() == 0:
+            import pwd
+            pw = pwd.getpwnam("postgres")
+            self.owner = (pw.pw_uid, pw.pw_gid)
+            os.chown(self.dir, *self.owner)
+        self.data = self.dir / "pgdata"
+        self.port = free_port()
+        # Files the server reads (certificates, keys): name -> (bytes, mode).
+        for name, (content, mode) in (files or {}).items():
+            path = self.dir / name
+            path.write_bytes(content)
+            os.chmod(path, mode)
+            if self.owner:
+                os.chown(path, *self.owner)
+        self.settings = {"listen_addresses": "127.0.0.1", **(settings or {})}
+        self.run(self.bindir / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
+
+    def run(self, *cmd):
+        argv = [str(c) for c in cmd]
+        if self.owner:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out
+
+    def ctl(self, action):
+        # A setting may name a file of the cluster's folder as {dir}/NAME.
+        options = f"-p {self.port} -k {self.dir} " + " ".join(
+            f"-c {k}={str(v).replace('{dir}', str(self.dir))}" for k, v in self.settings.items())
+        self.run(self.bindir / "pg_ctl", "-D", self.data, "-w", "-m", "fast", "-l", self.dir / "pg.log",
+                 "-o", options, action)
+
+    def path(self, name) -> Path:
+        return self.dir / name
+
+    def close(self):
+        try:
+            self.ctl("stop")
+        except AssertionError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -186,17 +186,26 @@ def test_call_tool_matches_a_direct_call_errors_included(big):
     assert c.call("call_tool", {"path": "billing.invoices.get"})["result"] == c.call("billing.invoices.get", {})["result"]
 
 
-def test_search_host_time_per_query_is_small(big):
-    # A rough end-to-end look (HTTP included); the host-only figure is in scripts/bench.
+def test_huge_search_queries_are_refused_and_long_ones_bounded(big):
     c = Mcp(big.url)
-    t0 = time.perf_counter()
-    for q, _ in QUERIES:
-        search(c, q)
-    per_query_ms = (time.perf_counter() - t0) / len(QUERIES) * 1000
-    print(f"\nsearch_tools over MCP, 500 tools: {per_query_ms:.2f} ms per query (HTTP included)")
+    # 1 MB of text: refused by its length alone, without quoting it back.
+    for query in ("invoices " * 116_509, "x" * (1 << 20)):
+        r = c.call("search_tools", {"query": query})
+        assert r["error"]["code"] == -32000 and r["error"]["data"]["stage"] == "validate", r
+        message = r["error"]["message"]
+        assert f"/query: {len(query)} characters, at most 1000" in message and len(message) < 200
+    # Just under the limit: 100 unknown, typo-like words are searched (search() asserts
+    # a result, not an error); only the first words count.
+    noise = " ".join(f"invoicez{i:02d}" for i in range(100))[:1000]
+    search(c, noise)
+    assert search(c, "list invocies " + noise[:900])[0] == "billing.invoices.list"
+    # A query of 1000 characters is accepted; one more is not.
+    assert c.call("search_tools", {"query": "a" * 1000})["result"]["isError"] is False
+    assert c.call("search_tools", {"query": "a" * 1001})["error"]["data"]["stage"] == "validate"
 
 
 SECRET = "visibility-secret-0123456789abcdef"
+META_TOOLS = {"search_tools", "read_tool", "call_tool"}
 
 VISIBILITY = f"""
 [plugins.jwt]
@@ -215,12 +224,29 @@ description = "Read the audit log of administrators"
 use = "lite"
 statement = "SELECT 'audit' AS log"
 visible_to = {{ role = ["admin"] }}
+cache = {{ ttl = "60s" }}
+
+[[tools]]
+name = "admin.report"
+description = "A hidden tool that cannot run: its variable is not set"
+use = "lite"
+statement = "SELECT '{{{{ env.HANGAR_TEST_UNSET_ADMIN_VARIABLE }}}}' AS report"
+visible_to = {{ role = ["admin"] }}
 
 [[tools]]
 name = "public.status"
 description = "Read the public status"
 use = "lite"
 statement = "SELECT 'up' AS status"
+cache = {{ ttl = "60s" }}
+
+[[resources]]
+uri = "vis://admin.audit-log"
+name = "audit-log"
+use = "lite"
+statement = "SELECT 'audit' AS log"
+visible_to = {{ role = ["admin"] }}
+cache = {{ ttl = "60s" }}
 """
 
 
@@ -247,6 +273,25 @@ def test_two_principals_see_different_catalogs_on_every_surface(tmp_path, shared
             rest = [t["name"] for t in httpx.get(s.url + "/tools", headers=who).json()]
             assert ("admin.audit" in rest) is sees
             assert httpx.get(s.url + "/tools/admin.audit", headers=who).status_code == (200 if sees else 404)
+
+            # The OpenAPI document has a call path for each tool GET /tools lists, no other.
+            doc = httpx.get(s.url + "/openapi.json", headers=who)
+            calls = {p[len("/tools/"):-len("/call")] for p in doc.json()["paths"] if p.endswith("/call")}
+            assert calls == set(rest)
+            assert ("admin." in doc.text) is sees
+
+            # /healthz counts and names only what the caller may see; its
+            # status is the whole server's (admin.report cannot run).
+            health = httpx.get(s.url + "/healthz", headers=who)
+            h = health.json()
+            assert ("admin." in health.text) is sees
+            assert h["status"] == "degraded"
+            assert h["tools"] == len([name for name in rest if name not in META_TOOLS])
+            assert ("admin.audit" in h["result_cache"]) is sees and "public.status" in h["result_cache"]
+            assert ("vis://admin.audit-log" in h["result_cache"]) is sees
+            resources = [r["uri"] for r in httpx.get(s.url + "/resources", headers=who).json()["resources"]]
+            assert resources == (["vis://admin.audit-log"] if sees else [])
+            assert any("HANGAR_TEST_UNSET_ADMIN_VARIABLE" in p["error"] for p in h["problems"]) is sees
 
         # The hidden tool answers exactly as an unknown one.
         c = Mcp(s.url)
@@ -292,3 +337,39 @@ def explorer_follows_headers(url, admin, user):
             assert page.locator('#tools li[data-tool="public.status"]').count() == 1
         finally:
             b.close()
+
+
+KEYS_VISIBILITY = """
+[plugins.api-key]
+config = { keys = "admin=admin-key-0123456789abcdef, user=user-key-0123456789abcdef" }
+
+[auth]
+plugin = "api-key"
+
+[[tools]]
+name = "echo"
+visible_to = { sub = ["admin"] }
+"""
+
+
+def test_a_hidden_tool_answers_as_an_unknown_one_even_with_logging_on(tmp_path, shared_cache):
+    # api-key logs each key it refuses (host.log); that line must not reach
+    # the caller, or a refused call of a hidden tool would differ from one of
+    # a tool that does not exist (which never reaches the auth check).
+    s = Server(tmp_path, ["echo", "api-key"], KEYS_VISIBILITY, shared_cache).start()
+    try:
+        c = Mcp(s.url)
+        c.initialize()
+        assert c.request("logging/setLevel", {"level": "debug"})["result"] == {}
+        for who in ({"x-api-key": "wrong-key"}, {"x-api-key": "user-key-0123456789abcdef"}, {}):
+            hidden = c.call("echo", {"text": "x"}, headers=who)
+            unknown = c.call("nothing", {"text": "x"}, headers=who)
+            for r, name in ((hidden, "echo"), (unknown, "nothing")):
+                assert r["_status"] == 200 and r["_events"] == [], (who, r)
+                assert r["error"]["code"] == -32601 and r["error"]["message"] == f"Tool not found: {name}"
+                assert r["error"]["data"]["stage"] == "resolve"
+        assert "rejected key for echo" in s.log_text()  # the line went to the log
+        admin = c.call("echo", {"text": "x"}, headers={"x-api-key": "admin-key-0123456789abcdef"})
+        assert admin["result"]["content"][0]["text"] == "x"
+    finally:
+        s.stop()

@@ -2,16 +2,13 @@
 
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import DATABASE_URL, Mcp, free_port, psql, run_hangar
+from conftest import DATABASE_URL, Mcp, PrivatePostgres, psql, run_hangar
 
 HERE = Path(__file__).resolve().parent
 SCHEMA = f"hangar_test_{os.getpid()}"
@@ -291,43 +288,13 @@ inputs.table = {{ type = "string" }}
     assert "{{ inputs.table }} cannot be a query parameter here" in out.stderr
 
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
 @pytest.fixture
 def private_postgres():
-    """A PostgreSQL of this test's own, so it can be stopped and started.
-    initdb refuses root, so the cluster belongs to the `postgres` user, in a
-    folder it can reach (pytest's own temp folders are private to root)."""
-    if not (PG_BIN / "initdb").exists():
-        pytest.fail("PostgreSQL 15 server binaries are missing")
-    tmp_path = Path(tempfile.mkdtemp(prefix="hangar-pg-"))
-    os.chmod(tmp_path, 0o755)
-    os.chown(tmp_path, *_postgres_ids())
-    data = tmp_path / "pgdata"
-    port = free_port()
-
-    def as_postgres(*cmd):
-        out = subprocess.run(["runuser", "-u", "postgres", "--", *map(str, cmd)],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
-
-    as_postgres(PG_BIN / "initdb", "-D", data, "-A", "trust", "-U", "postgres")
-    ctl = lambda action: as_postgres(PG_BIN / "pg_ctl", "-D", data, "-w", "-m", "fast", "-l", tmp_path / "pg.log",
-                                     "-o", f"-p {port} -k {tmp_path} -c listen_addresses=127.0.0.1", action)
-    ctl("start")
-    yield port, ctl
-    try:
-        ctl("stop")
-    except AssertionError:
-        pass
-    shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def _postgres_ids():
-    import pwd
-    pw = pwd.getpwnam("postgres")
-    return pw.pw_uid, pw.pw_gid
+    """A PostgreSQL of this test's own, so it can be stopped and started."""
+    pg = PrivatePostgres()
+    pg.ctl("start")
+    yield pg.port, pg.ctl
+    pg.close()
 
 
 def test_database_down_and_back(start_server, private_postgres):

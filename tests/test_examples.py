@@ -1,6 +1,7 @@
 """The shipped hangar.toml (SQLite demo, no server needed) and
 examples/postgres.toml (the same tools on PostgreSQL) work as documented."""
 
+import json
 import shutil
 
 import pytest
@@ -42,6 +43,13 @@ def test_shipped_config_checks_clean_and_serves_the_sqlite_demo(workdir):
         assert rows(c.call("demo.products.get", {"id": 4}))[0]["name"] == "Headlamp 400 lm"
         assert rows(c.call("demo.products.search", {"query": "' OR 1=1 --"})) == []
         assert rows(c.call("demo.products.restock", {"id": 3, "units": 5})) == [{"id": 3, "in_stock": 5}]
+        templates = c.request("resources/templates/list")["result"]["resourceTemplates"]
+        assert "demo://products/{id}" in {t["uriTemplate"] for t in templates}
+        [item] = c.request("resources/read", {"uri": "demo://products/4"})["result"]["contents"]
+        assert item["mimeType"] == "application/json"
+        assert json.loads(item["text"]) == [
+            {"id": 4, "name": "Headlamp 400 lm", "category": "gear", "price": 44.0, "in_stock": 27}]
+        assert c.request("resources/read", {"uri": "demo://products/99"})["error"]["code"] == -32002
         assert (workdir / "examples/demo.db").exists()
     finally:
         s.stop()
@@ -87,6 +95,8 @@ def test_postgres_example_serves_the_same_tools(workdir):
         found = rows(c.call("demo.products.search", {"query": "JACKET"}))
         assert found == [{"id": 2, "name": "Rain jacket", "category": "outerwear", "price": "189.50", "in_stock": 3}]
         assert rows(c.call("demo.products.get", {"id": 4}))[0]["name"] == "Headlamp 400 lm"
+        [item] = c.request("resources/read", {"uri": "demo://products/4"})["result"]["contents"]
+        assert json.loads(item["text"])[0]["name"] == "Headlamp 400 lm"
     finally:
         s.stop()
         psql("DROP TABLE IF EXISTS products")

@@ -1,6 +1,8 @@
 """REST preconditions, the OpenAPI document, and the explorer page at /ui
 driven in headless Chromium (Debian's, through Playwright)."""
 
+import base64
+import json
 import shutil
 from pathlib import Path
 
@@ -122,4 +124,67 @@ def test_explorer_page_lists_fills_calls_and_renders(server, browser):
     page.click("#call")
     page.wait_for_selector("#outcome:not(.error)")
     assert page.locator("#outcome .text").inner_text() == "secret"
+    page.close()
+
+
+def test_explorer_reads_resources_and_renders_prompts(server, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    png = httpx.get(server.url + "/resources/read", params={"uri": "test://static-binary"}).json()["contents"][0]
+    page = browser.new_page()
+    page.goto(server.url + "/ui")
+    page.wait_for_selector('#tools li[data-tool="echo"]')
+
+    # Resources: a text one is shown as text, an image blob as an <img> with its size.
+    page.click("#view-resources")
+    page.wait_for_selector('#resources li[data-resource="test://static-text"]')
+    assert page.locator("#tools").is_hidden()
+    page.click('#resources li[data-resource="test://static-text"]')
+    page.click("#read")
+    page.wait_for_selector("#outcome .text")
+    assert page.locator("#outcome .text").inner_text() == "This is the content of the static text resource."
+    page.click('#resources li[data-resource="test://static-binary"]')
+    page.click("#read")
+    page.wait_for_selector("#outcome img")
+    assert page.locator("#outcome img").get_attribute("src") == "data:image/png;base64," + png["blob"]
+    assert f"{len(base64.b64decode(png['blob']))} bytes" in page.locator("#outcome .bytes").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "resource-image.png"), full_page=True)
+
+    # A template asks for its variables, then reads the URI they make.
+    page.click('#resources li[data-template="test://template/{id}/data"]')
+    page.fill("#v-id", "7")
+    page.click("#read")
+    page.wait_for_selector("#outcome .text")
+    assert json.loads(page.locator("#outcome .text").inner_text()) == {
+        "id": "7", "templateTest": True, "data": "Data for ID: 7"}
+    assert "test://template/7/data" in page.locator("#outcome").inner_text()
+
+    # The search box filters resources too.
+    page.fill("#search", "binary")
+    assert page.locator("#resources li").count() == 1
+    page.fill("#search", "")
+
+    # Prompts: arguments filled in, messages rendered as text (markup stays text).
+    page.click("#view-prompts")
+    page.click('#prompts li[data-prompt="test_prompt_with_arguments"]')
+    page.fill("#a-arg1", "<b>one</b>")
+    page.fill("#a-arg2", "two")
+    page.click("#get")
+    page.wait_for_selector("#outcome .message")
+    assert page.locator("#outcome .message .role").inner_text().lower() == "user"
+    assert page.locator("#outcome .message .text").inner_text() == "Prompt with arguments: arg1='<b>one</b>', arg2='two'"
+    assert page.locator("#outcome b").count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "prompt.png"), full_page=True)
+
+    # A missing required argument gets the 400 and its reason.
+    page.fill("#a-arg2", "")
+    page.click("#get")
+    page.wait_for_selector("#outcome.error")
+    assert "HTTP 400" in page.locator("#outcome .status").inner_text()
+    assert 'missing required argument "arg2"' in page.locator("#outcome").inner_text()
+
+    # An image in a prompt message is an <img>.
+    page.click('#prompts li[data-prompt="test_prompt_with_image"]')
+    page.click("#get")
+    page.wait_for_selector("#outcome .message img")
+    assert page.locator("#outcome .message").count() == 2
     page.close()

@@ -1,9 +1,10 @@
-"""The HTTP examples in plugins/ — `weather` (Rust, `wstd`) and `js-http`
-(JavaScript, `fetch`) — call a JSON API whose base URL is their `base_url`
-config: against a local JSON API this test starts, under grants they answer
-its data; a status the API answers is a tool error that names it; and
-without grants (as the shipped hangar.toml loads them) their requests are
-refused by the host."""
+"""The HTTP examples in plugins/ — `weather` (Rust, `wstd`), `js-http`
+(JavaScript, `fetch`) and `py-http` (Python, componentize-py's wasi:http
+bindings in the `tool-http` world) — call a JSON API whose base URL is their
+`base_url` config: against a local JSON API this test starts, under grants
+they answer its data; a status the API answers is a tool error that names
+it; and without grants (as the shipped hangar.toml loads them) their
+requests are refused by the host."""
 
 import json
 import shutil
@@ -16,7 +17,7 @@ import pytest
 
 from conftest import Mcp, plugin_path, run_hangar
 
-PLUGINS = ("weather", "js-http")
+PLUGINS = ("weather", "js-http", "py-http")
 FORECASTS = {
     "Lisbon": {"city": "Lisbon", "summary": "sunny", "temperature_c": 24},
     "São Paulo": {"city": "São Paulo", "summary": "rain", "temperature_c": 18},
@@ -46,6 +47,19 @@ class JsonApi:
                     return self.answer(200, ITEMS[parts.path[len("/items/"):]])
                 if parts.path == "/broken":
                     return self.answer(500, {"error": "upstream exploded"})
+                if parts.path == "/many":
+                    n = int(query.get("n", ["0"])[0])
+                    return self.answer(200, {"items": [{"id": i, "name": f"item {i}"} for i in range(n)]})
+                self.answer(404, {"error": "not found"})
+
+            def do_POST(self):
+                parts = urlsplit(self.path)
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                api.requests.append({"path": parts.path, "query": parts.query, "method": "POST",
+                                     "accept": self.headers.get("accept"),
+                                     "content_type": self.headers.get("content-type"), "body": body})
+                if parts.path == "/echo":
+                    return self.answer(201, {"received": json.loads(body)})
                 self.answer(404, {"error": "not found"})
 
             def answer(self, status, value):
@@ -80,7 +94,8 @@ def api():
 def config(api, grants=True):
     grant = f'grants = {{ http = ["127.0.0.1:{api.port}"] }}\n' if grants else ""
     return (f'\n[plugins.weather]\nconfig = {{ base_url = "{api.base}/v1" }}\n{grant}'
-            f'\n[plugins.js-http]\nconfig = {{ base_url = "{api.base}" }}\n{grant}')
+            f'\n[plugins.js-http]\nconfig = {{ base_url = "{api.base}" }}\n{grant}'
+            f'\n[plugins.py-http]\nconfig = {{ base_url = "{api.base}" }}\n{grant}')
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +124,9 @@ def tool_error(r):
     return r["result"]["content"][0]["text"]
 
 
-def test_both_tools_are_listed(granted):
+def test_all_three_tools_are_listed(granted):
     tools = client(granted).request("tools/list")["result"]["tools"]
-    assert sorted(t["name"] for t in tools) == ["js.fetch_json", "weather.forecast"]
+    assert sorted(t["name"] for t in tools) == ["js.fetch_json", "py.fetch_json", "weather.forecast"]
 
 
 def test_weather_answers_the_apis_forecast(granted, api):
@@ -143,7 +158,42 @@ def test_js_http_reports_the_apis_status_as_a_tool_error(granted):
     assert text.startswith("js-http: the API answered 500"), text
 
 
-def test_without_grants_both_are_refused(ungranted, api):
+def test_py_http_answers_the_apis_json(granted, api):
+    before = len(api.seen("/items/1"))
+    result = ok(client(granted).call("py.fetch_json", {"path": "/items/1"}))
+    assert json.loads(result["content"][0]["text"]) == ITEMS["1"]
+    assert result["structuredContent"] == ITEMS["1"]
+    sent = api.seen("/items/1")
+    assert len(sent) == before + 1, sent
+    assert sent[-1]["accept"] == "application/json"
+    assert "fetched /items/1: 200" in granted.log_text()
+
+
+def test_py_http_reads_a_body_of_many_chunks(granted, api):
+    # About 190 KB: more than one read of the response stream.
+    result = ok(client(granted).call("py.fetch_json", {"path": "/many?n=6000"}))
+    items = result["structuredContent"]["items"]
+    assert len(items) == 6000
+    assert items[5999] == {"id": 5999, "name": "item 5999"}
+
+
+def test_py_http_posts_json(granted, api):
+    body = {"name": "Umbrella", "tags": ["rain"], "note": "ß" * 5000}  # a body of several writes
+    result = ok(client(granted).call("py.fetch_json", {"path": "/echo", "body": body}))
+    assert result["structuredContent"] == {"received": body}
+    sent = api.seen("/echo")[-1]
+    assert sent["method"] == "POST"
+    assert sent["content_type"] == "application/json"
+    assert json.loads(sent["body"]) == body
+
+
+def test_py_http_reports_the_apis_status_as_a_tool_error(granted):
+    text = tool_error(client(granted).call("py.fetch_json", {"path": "/broken"}))
+    assert text.startswith("py-http: the API answered 500"), text
+    assert "upstream exploded" in text
+
+
+def test_without_grants_all_are_refused(ungranted, api):
     before = len(api.requests)
     text = tool_error(client(ungranted).call("weather.forecast", {"city": "Lisbon"}))
     assert text.startswith("weather: request failed:"), text
@@ -151,6 +201,8 @@ def test_without_grants_both_are_refused(ungranted, api):
     text = tool_error(client(ungranted).call("js.fetch_json", {"path": "/items/1"}))
     assert text.startswith("js-http: request failed:"), text
     assert "NetworkError" in text, text  # fetch does not pass the wasi:http error code on
+    text = tool_error(client(ungranted).call("py.fetch_json", {"path": "/items/1"}))
+    assert text == "py-http: request failed: HttpRequestDenied", text
     log = ungranted.log_text()
     for plugin in PLUGINS:
         assert f"http: 127.0.0.1:{api.port} not granted to plugin {plugin}" in log, log
@@ -158,7 +210,7 @@ def test_without_grants_both_are_refused(ungranted, api):
     assert len(api.requests) == before
 
 
-def test_check_shows_both_import_wasi_http_and_have_no_grants(tmp_path):
+def test_check_shows_all_import_wasi_http_and_have_no_grants(tmp_path):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     for name in PLUGINS:
@@ -172,3 +224,14 @@ def test_check_shows_both_import_wasi_http_and_have_no_grants(tmp_path):
         at = next(i for i, l in enumerate(lines) if f"{name}.wasm" in l)
         assert "wasi:http/outgoing-handler" in lines[at + 1], out.stdout
         assert "grants http: none (its requests will be refused)" in lines[at + 1], out.stdout
+    # The Python component imports every interface of its world (a Rust one
+    # only what it uses); it loads as a tool.
+    at = next(i for i, l in enumerate(lines) if "py-http.wasm" in l)
+    assert "tool world" in lines[at], out.stdout
+    assert lines[at + 1:at + 5] == [
+        "        imports wasi:http/outgoing-handler@0.2.12; grants http: none (its requests will be refused)",
+        "        imports hangar:plugin/credentials@0.1.0; grants credentials: none (its requests will be refused)",
+        "        imports hangar:plugin/kv@0.1.0 (its own namespace; no grant needed)",
+        "        imports hangar:plugin/config@0.1.0; config keys: none",
+    ], out.stdout
+    assert "  tool  py.fetch_json" in out.stdout

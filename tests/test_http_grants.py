@@ -273,24 +273,57 @@ def test_the_request_carries_the_calls_trace_id(granted, upstream):
     assert [t.split("-")[1] for t in sent] == [trace_id] * len(sent), sent
 
 
-def test_check_prints_the_http_imports_and_grants_and_rejects_a_bad_entry(tmp_path):
+def capability_lines(stdout, plugin):
+    """The indented lines `hangar check` prints under `plugin`'s component."""
+    lines = stdout.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("  ok ") and f"/{plugin}.wasm " in l)
+    block = []
+    for line in lines[at + 1:]:
+        if not line.startswith("        "):
+            break
+        block.append(line.strip())
+    return block
+
+
+def test_check_prints_the_capability_imports_and_grants_and_rejects_a_bad_entry(tmp_path):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    shutil.copy(plugin_path("http-fetch"), plugins / "http-fetch.wasm")
-    shutil.copy(plugin_path("echo"), plugins / "echo.wasm")
+    for name in ("http-fetch", "echo", "kv-counter"):
+        shutil.copy(plugin_path(name), plugins / f"{name}.wasm")
     config = tmp_path / "hangar.toml"
     base = f'[server]\ncache_dir = "{tmp_path / "cache"}"\n'
 
     config.write_text(base)
     out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
     assert out.returncode == 0, out.stdout + out.stderr
-    line = next(l for l in out.stdout.splitlines() if "wasi:http/outgoing-handler" in l)
-    assert "grants http: none (its requests will be refused)" in line, out.stdout
+    # http-fetch (wstd) imports outbound HTTP, credentials and config; without
+    # grants it still loads, and check says its requests will be refused.
+    http, credentials, config_line = capability_lines(out.stdout, "http-fetch")
+    assert re.fullmatch(r"imports wasi:http/outgoing-handler@0\.2\.\d+; "
+                        r"grants http: none \(its requests will be refused\)", http), out.stdout
+    assert credentials == ("imports hangar:plugin/credentials@0.1.0; "
+                           "grants credentials: none (its requests will be refused)"), out.stdout
+    assert config_line == "imports hangar:plugin/config@0.1.0; config keys: none", out.stdout
+    assert capability_lines(out.stdout, "kv-counter") == [
+        "imports hangar:plugin/kv@0.1.0 (its own namespace; no grant needed)"], out.stdout
+    assert capability_lines(out.stdout, "echo") == [], out.stdout
 
-    config.write_text(base + '[plugins.http-fetch]\ngrants = { http = ["api.example.org", "127.0.0.1:9000"] }\n')
+    config.write_text(base + '[credentials.github]\nkind = "static"\nvalue = "t0ken-value"\n'
+                      '[plugins.http-fetch]\nconfig = { base_url = "https://api.example.org" }\n'
+                      'grants = { http = ["api.example.org", "127.0.0.1:9000"], credentials = ["github"] }\n'
+                      '[plugins.echo]\ngrants = { http = ["api.example.org"], credentials = ["github"] }\n')
     out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "grants http: api.example.org, 127.0.0.1:9000" in out.stdout
+    http, credentials, config_line = capability_lines(out.stdout, "http-fetch")
+    assert http.endswith("; grants http: api.example.org, 127.0.0.1:9000"), out.stdout
+    assert credentials == "imports hangar:plugin/credentials@0.1.0; grants credentials: github", out.stdout
+    assert config_line == "imports hangar:plugin/config@0.1.0; config keys: base_url", out.stdout
+    # Grants a component cannot use are shown as such; secrets never are.
+    assert capability_lines(out.stdout, "echo") == [
+        "grants http: api.example.org (the component imports no wasi:http/outgoing-handler)",
+        "grants credentials: github (the component imports no hangar:plugin/credentials)",
+    ], out.stdout
+    assert "t0ken-value" not in out.stdout + out.stderr
 
     config.write_text(base + '[plugins.http-fetch]\ngrants = { http = ["https://api.example.org"] }\n')
     out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))

@@ -78,10 +78,19 @@ def test_guest_stderr_goes_to_the_host_log_tagged_with_the_plugin(mcp, server):
 
 
 def test_no_state_leaks_between_calls(mcp):
-    # Every call gets a fresh instance: a hog that filled its memory leaves
-    # nothing behind for the next call of the same plugin.
+    # Every call gets a fresh instance: `counter` counts its calls in the
+    # instance's memory, so it answers 1 each time (a reused instance
+    # answers 2, 3, …: test_reuse.py), and a hog that filled its memory
+    # leaves nothing behind for the next call of the same plugin.
+    def counter():
+        r = mcp.call("counter", {})
+        assert "result" in r, r
+        return r["result"]["content"][0]["text"]
+
     for _ in range(3):
+        assert counter() == "1"
         assert mcp.call("hog", {})["error"]["message"] == "handler: memory limit of 16 MiB exceeded"
+        assert counter() == "1"
 
 
 def test_fifty_runaway_calls_do_not_stop_echo(start_server):

@@ -1,5 +1,6 @@
 """MCP Streamable HTTP at /mcp, spoken raw: framing, sessions, errors, guards."""
 
+import httpx
 import pytest
 
 from conftest import Mcp
@@ -27,7 +28,8 @@ def test_initialize_issues_a_session_and_negotiates_the_version(server):
     r = c.initialize()
     assert c.session and len(c.session) >= 16
     assert r["result"]["protocolVersion"] == "2025-11-25"
-    assert r["result"]["capabilities"]["tools"] == {"listChanged": True}
+    # Honest: the catalog never changes while the server runs, so no list_changed is sent.
+    assert r["result"]["capabilities"]["tools"] == {"listChanged": False}
     assert "logging" in r["result"]["capabilities"]
     assert r["result"]["serverInfo"]["name"] == "hangar"
     older = Mcp(server.url).request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
@@ -152,9 +154,13 @@ def test_requests_without_a_session_are_served(server):
     assert c.request("ping")["result"] == {}
 
 
-def test_get_is_405(mcp):
+def test_get_needs_a_session_and_sse(mcp):
     r = mcp.http.get("/mcp", headers={"accept": "text/event-stream"})
-    assert r.status_code == 405
+    assert r.status_code == 400 and "Mcp-Session-Id" in r.text
+    r = mcp.http.get("/mcp", headers={"accept": "application/json", "mcp-session-id": mcp.session})
+    assert r.status_code == 406
+    r = mcp.http.get("/mcp", headers={"accept": "text/event-stream", "mcp-session-id": "nope"})
+    assert r.status_code == 404
 
 
 def test_protocol_version_header(mcp):
@@ -171,7 +177,24 @@ def test_dns_rebinding_protection(server):
     assert c.post(init, {"origin": "http://evil.example.com"}).status_code == 403
     assert c.post(init, {"host": "evil.example.com"}).status_code == 403
     assert c.post(init, {"origin": f"http://localhost:{server.port}"}).status_code == 200
-    assert c.http.get("/tools", headers={"host": "evil.example.com"}).status_code == 403
+
+
+ROUTES = [("GET", "/healthz"), ("GET", "/openapi.json"), ("GET", "/ui"), ("GET", "/tools"), ("GET", "/tools/echo"),
+          ("POST", "/tools/echo/call"), ("GET", "/resources"), ("GET", "/resources/read?uri=test://static-text"),
+          ("GET", "/prompts"), ("POST", "/prompts/test_simple_prompt/get"), ("GET", "/no/such/route")]
+
+
+@pytest.mark.parametrize("method, path", ROUTES)
+def test_every_route_refuses_a_foreign_host_or_origin(server, method, path):
+    http = httpx.Client(base_url=server.url, timeout=10)
+    body = {"text": "x"} if path == "/tools/echo/call" else None
+    for foreign in ({"host": "evil.example.com"}, {"origin": "http://evil.example.com"}):
+        r = http.request(method, path, headers=foreign, json=body)
+        assert r.status_code == 403, (foreign, r.status_code, r.text)
+        assert "echo" not in r.text and "status" not in r.text
+    # The same request from a loopback origin is served (an unknown route: 404).
+    ok = http.request(method, path, headers={"origin": f"http://localhost:{server.port}"}, json=body)
+    assert ok.status_code == (404 if path == "/no/such/route" else 200), (path, ok.text)
 
 
 def test_logging_and_progress_stream_as_sse(mcp):

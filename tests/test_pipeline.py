@@ -232,21 +232,40 @@ def test_jwt_accepts_good_tokens_and_binds_the_claim_over_the_argument(mcp):
     assert rows(mcp.call("whoami.ec", {}, headers=bearer(es))) == [{"owner": "ec-user"}]
 
 
-@pytest.mark.parametrize("bad", [
-    {},  # no header at all
-    bearer("not.a.token"),
-    bearer(token(exp=int(time.time()) - 60)),  # expired
-    bearer(token(exp=None)),  # no exp
-    bearer(token(nbf=int(time.time()) + 600)),  # not yet valid
-    bearer(token(iss="https://evil.test")),
-    bearer(token(aud="someone-else")),
-    bearer(token(key="another-secret")),  # wrong HS256 signature
-    bearer(token(OTHER_RSA, "RS256")),  # RS256 signed by another key
-    bearer(token(EC_KEY, "ES256")),  # an algorithm this tool's key cannot check
-    bearer(pyjwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, None, algorithm="none")),
-])
-def test_jwt_rejects_bad_tokens_without_saying_why(mcp, bad):
-    assert failed(mcp.call("whoami", {}, headers=bad), "auth") == "Unauthorized"
+def refusal_reason(server, r):
+    """The reason the auth check gave for refusing the call `r`, from the
+    server log line carrying the call's trace id."""
+    trace_id = r["error"]["data"]["trace_id"]
+    lines = [line for line in server.log_text().splitlines() if trace_id in line and "unauthorized: " in line]
+    assert len(lines) == 1, lines
+    # `… unauthorized: <reason> plugin=… tool=… trace_id=…`
+    return lines[0].split("unauthorized: ", 1)[1].split(" plugin=", 1)[0]
+
+
+# Each bad token is minted when its case runs, valid in every way but the one
+# it breaks, and the case checks which check refused it.
+BAD_TOKENS = {
+    "no header": (lambda: {}, "no authorization header"),
+    "not a JWT": (lambda: bearer("not.a.token"), "malformed token"),
+    "expired": (lambda: bearer(token(exp=int(time.time()) - 60)), "ExpiredSignature"),
+    "no exp": (lambda: bearer(token(exp=None)), "Missing required claim: exp"),
+    "not yet valid": (lambda: bearer(token(nbf=int(time.time()) + 600)), "ImmatureSignature"),
+    "wrong issuer": (lambda: bearer(token(iss="https://evil.test")), "InvalidIssuer"),
+    "wrong audience": (lambda: bearer(token(aud="someone-else")), "InvalidAudience"),
+    "wrong HS256 key": (lambda: bearer(token(key="another-secret-" + "x" * 32)), "InvalidSignature"),
+    "RS256 by another key": (lambda: bearer(token(OTHER_RSA, "RS256")), "InvalidSignature"),
+    "ES256 without an EC key": (lambda: bearer(token(EC_KEY, "ES256")), "bad EC key"),
+    "alg none": (lambda: bearer(pyjwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, None, algorithm="none")),
+                 "malformed token"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_TOKENS)
+def test_jwt_rejects_bad_tokens_without_saying_why(mcp, server, case):
+    headers, reason = BAD_TOKENS[case]
+    r = mcp.call("whoami", {}, headers=headers())
+    assert failed(r, "auth") == "Unauthorized"
+    assert reason in refusal_reason(server, r)
 
 
 def test_rest_auth_refusal_is_401_with_nothing_more(server):
@@ -258,8 +277,16 @@ def test_rest_auth_refusal_is_401_with_nothing_more(server):
 
 
 def test_the_reason_goes_to_the_log_only(mcp, server):
-    mcp.call("bump.auth", {"tag": "x"}, headers={"x-api-key": "wrong"})
-    assert "unknown api key" in server.log_text()
+    # With every log level asked for, the caller still gets nothing but
+    # "Unauthorized": neither the refusal's reason nor what the plugin logs.
+    assert mcp.request("logging/setLevel", {"level": "debug"})["result"] == {}
+    r = mcp.call("bump.auth", {"tag": "x"}, headers={"x-api-key": "wrong"})
+    assert failed(r, "auth") == "Unauthorized"
+    assert r["_events"] == [] and r["_status"] == 200
+    assert refusal_reason(server, r) == "unknown api key"
+    # api-key logs the refusal with host.log: that line is in the server log only.
+    trace_id = r["error"]["data"]["trace_id"]
+    assert f"rejected key for bump.auth ({trace_id})" in server.log_text()
 
 
 # --- mappers --------------------------------------------------------------------------

@@ -48,7 +48,23 @@ def test_python_mapper(mcp):
     assert mcp.call("echo", {"text": "quiet please"})["result"]["content"][0]["text"] == "QUIET PLEASE"
 
 
-def test_python_guest_limits_apply(mcp):
+def test_python_guest_arguments_are_validated_before_the_guest_runs(mcp):
     # The schema check runs first; a wrong type never reaches the guest.
     r = mcp.call("py.greet", {"name": 3})
     assert r["error"]["data"]["stage"] == "validate"
+
+
+def test_python_guest_limits_apply(start_server):
+    # The same Python tool under a fuel budget far below what one call
+    # needs: the limit stops the guest with its error, and the server goes
+    # on serving.
+    s = start_server(plugins=("echo", "py-greet"), config="""
+[[tools]]
+name = "py.greet"
+limits = { fuel = 100_000 }
+""")
+    c = Mcp(s.url)
+    r = c.call("py.greet", {"name": "Ada"})
+    assert r["error"]["data"]["stage"] == "handler", r
+    assert r["error"]["message"] == "handler: fuel exhausted (limit 100000)"
+    assert c.call("echo", {"text": "still here"})["result"]["content"][0]["text"] == "still here"

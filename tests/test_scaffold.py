@@ -1,6 +1,7 @@
 """`hangar new` writes a buildable project in each language: one of each is
 scaffolded, built with its own build.sh, loaded and called over MCP; the
-`--http` tools (Rust and JavaScript) call a local JSON API under a grant."""
+`--http` tools (Rust, Python and JavaScript) call a local JSON API under a
+grant, and the Python one is refused without it."""
 
 import os
 import shutil
@@ -83,24 +84,29 @@ def api():
     a.httpd.server_close()
 
 
-def test_http_scaffolds_in_rust_and_js_call_a_granted_json_api(tmp_path, shared_cache, api):
+HTTP_TOOLS = ("scaf-rust-http", "scaf-py-http", "scaf-js-http")
+
+
+def test_http_scaffolds_in_three_languages_call_a_granted_json_api(tmp_path, shared_cache, api):
     rust_tool = scaffold(tmp_path, "tool", "scaf-rust-http", "rust", "--http")
+    py_tool = scaffold(tmp_path, "tool", "scaf-py-http", "python", "--http")
     js_tool = scaffold(tmp_path, "tool", "scaf-js-http", "js", "--http")
     assert "-d http" not in (tmp_path / "scaf-js-http" / "build.sh").read_text()
+    assert "-w tool-http" in (tmp_path / "scaf-py-http" / "build.sh").read_text()
     config = "".join(f"""
 [plugins.{name}]
 config = {{ base_url = "{api.base}" }}
 grants = {{ http = ["127.0.0.1:{api.port}"] }}
-""" for name in ("scaf-rust-http", "scaf-js-http"))
+""" for name in HTTP_TOOLS)
     s = Server(tmp_path / "srv", [], config, shared_cache)
-    for wasm in (rust_tool, js_tool):
+    for wasm in (rust_tool, py_tool, js_tool):
         shutil.copy(wasm, s.plugins_dir / wasm.name)
     s.start()
     try:
         c = Mcp(s.url)
         c.http.timeout = httpx.Timeout(30)
         names = sorted(t["name"] for t in c.request("tools/list")["result"]["tools"])
-        assert names == ["scaf-js-http", "scaf-rust-http"]
+        assert names == sorted(HTTP_TOOLS)
         for name in names:
             r = c.call(name, {"path": "/items/1"})
             assert r["result"]["isError"] is False, r
@@ -109,14 +115,21 @@ grants = {{ http = ["127.0.0.1:{api.port}"] }}
             err = c.call(name, {"path": "/broken"})
             assert err["result"]["isError"] is True, err
             assert "the API answered 500" in err["result"]["content"][0]["text"], err
-        assert len(api.seen("/items/1")) == 2
+        assert len(api.seen("/items/1")) == 3
+        assert "scaf-py-http fetched /items/1: 200" in s.log_text()
     finally:
         s.stop()
-
-
-def test_http_scaffold_in_python_is_refused_with_a_reason(tmp_path):
-    out = run_hangar("new", "tool", "py-http", "--lang", "python", "--http", "--dir", str(tmp_path / "py-http"))
-    assert out.returncode != 0
-    assert "--http is not available for Python yet" in out.stderr, out.stderr
-    assert "componentize-py" in out.stderr
-    assert not (tmp_path / "py-http").exists()
+    # Without the grant, the Python tool's request is refused by the host.
+    config = f'\n[plugins.scaf-py-http]\nconfig = {{ base_url = "{api.base}" }}\n'
+    s = Server(tmp_path / "srv-ungranted", [], config, shared_cache)
+    shutil.copy(py_tool, s.plugins_dir / py_tool.name)
+    s.start()
+    try:
+        before = len(api.requests)
+        r = Mcp(s.url).call("scaf-py-http", {"path": "/items/1"})
+        assert r["result"]["isError"] is True, r
+        assert r["result"]["content"][0]["text"] == "request failed: HttpRequestDenied", r
+        assert f"http: 127.0.0.1:{api.port} not granted to plugin scaf-py-http" in s.log_text()
+        assert len(api.requests) == before
+    finally:
+        s.stop()

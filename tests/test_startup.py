@@ -23,7 +23,8 @@ def plugins_dir(tmp_path, *names):
 
 
 def summary(out: str):
-    m = re.search(r"(\d+) components \((\d+) from cache, (\d+) compiled\), (\d+) tools, (\d+) problems", out)
+    m = re.search(r"(\d+) components \((\d+) from cache, (\d+) compiled\), (\d+) tools, "
+                  r"\d+ resources, \d+ templates, \d+ prompts, (\d+) problems", out)
     assert m, out
     return tuple(int(x) for x in m.groups())
 
@@ -34,10 +35,12 @@ def test_second_start_compiles_nothing(tmp_path):
     d = plugins_dir(tmp_path, "echo", "everything", "misbehave")
     first = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
     assert first.returncode == 0, first.stdout + first.stderr
-    assert summary(first.stdout) == (3, 0, 3, 15, 0)
+    assert summary(first.stdout) == (3, 0, 3, 21, 0)
+    assert "3 resources, 1 templates, 4 prompts" in first.stdout
+    assert "  template test://template/{id}/data (plugin everything)" in first.stdout
     second = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
     assert second.returncode == 0
-    assert summary(second.stdout) == (3, 3, 0, 15, 0)
+    assert summary(second.stdout) == (3, 3, 0, 21, 0)
     assert "echo.wasm (tool world, from cache)" in second.stdout
 
     # The serving path says the same in its startup log.
@@ -89,7 +92,10 @@ def test_broken_plugin_is_skipped_and_health_is_degraded(tmp_path, shared_cache)
 def test_healthy_server_says_ok(tmp_path, shared_cache):
     s = Server(tmp_path, ["echo"], cache_dir=shared_cache).start()
     try:
-        assert httpx.get(s.url + "/healthz").json() == {"status": "ok", "tools": 1, "problems": []}
+        h = httpx.get(s.url + "/healthz").json()
+        assert {k: h[k] for k in ("status", "tools", "problems")} == {"status": "ok", "tools": 1, "problems": []}
+        # No DB tool, so no result cache to report; the connection counts are there.
+        assert "result_cache" not in h and h["http"]["connections"] >= 1
     finally:
         s.stop()
 

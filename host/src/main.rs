@@ -15,8 +15,39 @@ use hangar::{Hangar, server};
     about = "An MCP server whose tools are WebAssembly components"
 )]
 struct Cli {
+    /// How log lines are written to stderr: `text`, or `json` (one object a line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "HANGAR_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr: colour only on a terminal, JSON lines when asked.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
 }
 
 #[derive(Subcommand)]
@@ -43,7 +74,7 @@ enum Command {
         /// Where to write it (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// A tool that calls a JSON API over wasi:http (Rust or JavaScript).
+        /// A tool that calls a JSON API over wasi:http (Rust, Python or JavaScript).
         #[arg(long)]
         http: bool,
     },
@@ -74,14 +105,8 @@ fn tune_allocator() {
 
 fn main() -> ExitCode {
     tune_allocator();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -175,36 +200,43 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             entry.path.display(),
             entry.world.as_str()
         );
-        let granted = hangar
-            .config
-            .plugins
-            .get(&entry.name)
-            .map(|p| p.grants.http.join(", "))
-            .filter(|g| !g.is_empty());
-        if !entry.granted_imports.is_empty() {
-            println!(
-                "        imports {}; grants http: {}",
-                entry.granted_imports.join(", "),
-                granted
-                    .as_deref()
-                    .unwrap_or("none (its requests will be refused)")
-            );
-        } else if let Some(granted) = granted {
-            println!("        grants http: {granted} (the component imports no wasi:http)");
+        for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
+            println!("        {line}");
         }
     }
     for tool in hangar.pipeline.catalog().tools() {
         println!("  tool  {} ({})", tool.def.name, tool.source.display());
     }
+    let offered = hangar.pipeline.catalog().offered();
+    let source = |provider: &hangar::catalog::Provider| match provider {
+        hangar::catalog::Provider::Wasm(plugin) => format!("plugin {}", plugin.name()),
+        hangar::catalog::Provider::Sql(_) => "hangar.toml".to_string(),
+    };
+    for r in &offered.resources {
+        println!("  resource {} ({})", r.def.uri, source(&r.provider));
+    }
+    for t in &offered.templates {
+        println!(
+            "  template {} ({})",
+            t.def.uri_template,
+            source(&t.provider)
+        );
+    }
+    for p in &offered.prompts {
+        println!("  prompt {} ({})", p.def.name, source(&p.provider));
+    }
     for p in &hangar.problems {
         println!("  error {}: {}", p.path.display(), p.error);
     }
     println!(
-        "{} components ({} from cache, {} compiled), {} tools, {} problems",
+        "{} components ({} from cache, {} compiled), {} tools, {} resources, {} templates, {} prompts, {} problems",
         hangar.report.loaded.len(),
         hangar.report.from_cache,
         hangar.report.compiled,
         hangar.pipeline.catalog().tools().len(),
+        offered.resources.len(),
+        offered.templates.len(),
+        offered.prompts.len(),
         hangar.problems.len()
     );
     Ok(if hangar.problems.is_empty() {

@@ -1,24 +1,38 @@
-//! The HTTP server: routes, body limits, health, and sockets tuned for
-//! request/response latency.
+//! The HTTP server: routes, body limits and timeouts, health; connections
+//! (limits, timeouts, sockets tuned for request/response latency) in [`conn`].
+
+mod conn;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::http::header::CONNECTION;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
+use http_body::Body as _;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 
-use crate::Hangar;
-use crate::mcp::{self, McpState, OriginPolicy};
-use crate::rest;
-use crate::wasm::LoadFailure;
+pub use conn::{ConnLimits, HttpStats};
 
-/// Builds the whole HTTP application for a loaded Hangar.
-pub fn app(hangar: &Hangar) -> Router {
+use crate::Hangar;
+use crate::health::Health;
+use crate::mcp::{self, McpState, OriginPolicy};
+use crate::pipeline::{CallContext, RequestInfo, Transport};
+use crate::rest;
+
+/// Builds the whole HTTP application for a loaded Hangar. Every route,
+/// and the answer to a path that is none, is behind the Host/Origin check
+/// (DNS rebinding); `/mcp` checks the same policy itself and answers in
+/// JSON-RPC. `http` is where the connection layer counts what `/healthz`
+/// shows.
+pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
     let server = &hangar.config.server;
     let policy = Arc::new(OriginPolicy {
         allowed_hosts: server.allowed_hosts.clone(),
@@ -30,45 +44,122 @@ pub fn app(hangar: &Hangar) -> Router {
         server.page_size.max(1),
         server.errors,
         server.trace_ids,
+        server.max_sessions.max(1),
+        server.session_timeout,
     ));
     let rest = rest::router(rest::Rest {
         pipeline: hangar.pipeline.clone(),
         allow_execute: server.allow_execute,
         trace_ids: server.trace_ids,
         ui: server.ui,
-    })
-    .layer(middleware::from_fn_with_state(policy, origin_guard));
-    let health = Arc::new(Health {
-        pipeline: hangar.pipeline.clone(),
-        problems: hangar.problems.clone(),
     });
-    Router::new()
-        .merge(mcp::router(mcp_state))
+    let health = Arc::new(HealthState {
+        health: Health::new(
+            hangar.pipeline.clone(),
+            hangar.problems.clone(),
+            &hangar.config,
+        ),
+        mcp: mcp_state.clone(),
+        http: http.clone(),
+    });
+    let body = Arc::new(BodyLimits {
+        timeout: Some(server.body_timeout).filter(|t| !t.is_zero()),
+        max_bytes: server.max_body_bytes,
+        stats: http,
+    });
+    let guarded = Router::new()
         .merge(rest)
         .route("/healthz", get(healthz).with_state(health))
+        .layer(middleware::from_fn_with_state(policy, origin_guard));
+    Router::new()
+        .merge(mcp::router(mcp_state))
+        .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
+        .layer(middleware::from_fn_with_state(body, read_body))
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
-    let app = app(hangar);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    let stats = Arc::new(HttpStats::default());
+    let app = app(hangar, stats.clone());
+    let listener = bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
-    // Without TCP_NODELAY a small response can wait ~40 ms for the client's delayed ACK.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown())
-    .await?;
+    let limits = ConnLimits::from_config(&hangar.config.server);
+    conn::run(listener, app, limits, stats, shutdown()).await;
     Ok(())
+}
+
+/// Connections the kernel queues before they are accepted. The usual 128
+/// drops connections (clients retry after 1 s) when a burst of them meets a
+/// busy moment.
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if listen.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(listen)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// How a request body is read: whole, within `body_timeout`, at most `max_body_bytes`.
+struct BodyLimits {
+    timeout: Option<Duration>,
+    max_bytes: usize,
+    stats: Arc<HttpStats>,
+}
+
+/// Reads the request body before any handler runs: a client that sends its
+/// head and then too little of its body gets 408 and its connection closed,
+/// instead of holding a handler waiting; a body over the limit gets 413.
+async fn read_body(State(limits): State<Arc<BodyLimits>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let collect = Limited::new(body, limits.max_bytes).collect();
+    let collected = match limits.timeout {
+        None => collect.await,
+        Some(timeout) => match tokio::time::timeout(timeout, collect).await {
+            Ok(collected) => collected,
+            Err(_) => {
+                limits.stats.body_timed_out();
+                let message =
+                    format!("the request body did not arrive within {timeout:?} (body_timeout)");
+                return closing(StatusCode::REQUEST_TIMEOUT, message);
+            }
+        },
+    };
+    match collected {
+        Ok(collected) => {
+            let body = Body::from(collected.to_bytes());
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is over {} bytes (max_body_bytes)",
+                limits.max_bytes
+            ),
+        ),
+        Err(e) => closing(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}"),
+        ),
+    }
+}
+
+/// An error answer after which the connection closes (the rest of the
+/// request body was not read).
+fn closing(status: StatusCode, message: String) -> Response {
+    let mut response = (status, Json(json!({ "error": message }))).into_response();
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn shutdown() {
@@ -84,7 +175,7 @@ async fn shutdown() {
     tracing::info!("shutting down");
 }
 
-/// Refuses REST requests whose Host or Origin is not allowed (DNS rebinding).
+/// Refuses requests whose Host or Origin is not allowed (DNS rebinding).
 async fn origin_guard(
     State(policy): State<Arc<OriginPolicy>>,
     req: Request,
@@ -100,28 +191,33 @@ async fn origin_guard(
     }
 }
 
-/// What `/healthz` reports.
-struct Health {
-    pipeline: crate::pipeline::Pipeline,
-    problems: Vec<LoadFailure>,
+/// What `/healthz` reads: the catalog's health (for the caller) and the
+/// connection and session counters (the same for everyone: they name
+/// nothing).
+struct HealthState {
+    health: Health,
+    mcp: Arc<McpState>,
+    http: Arc<HttpStats>,
 }
 
-async fn healthz(State(h): State<Arc<Health>>) -> Response {
-    let status = if h.problems.is_empty() {
-        "ok"
-    } else {
-        "degraded"
-    };
-    let catalog = h.pipeline.catalog();
-    let caches: serde_json::Map<String, serde_json::Value> = catalog
-        .cache_stats()
-        .into_iter()
-        .map(|(name, stats)| (name.to_string(), json!(stats)))
-        .collect();
-    let mut body =
-        json!({ "status": status, "tools": catalog.tools().len(), "problems": h.problems });
-    if !caches.is_empty() {
-        body["result_cache"] = serde_json::Value::Object(caches);
-    }
-    Json(body).into_response()
+/// `/healthz`, for the caller: who it is comes from the server-wide auth
+/// check, as for `GET /tools`.
+async fn healthz(
+    State(state): State<Arc<HealthState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let mut cx = CallContext::new(None);
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "GET",
+        "/healthz",
+        &headers,
+        Some(client),
+    )));
+    let principal = state.health.pipeline().listing_principal(&cx).await;
+    let mut report = state.health.report(principal.as_ref());
+    report["http"] = json!(state.http.report());
+    report["sessions"] = json!(state.mcp.session_report());
+    Json(report).into_response()
 }

@@ -54,6 +54,57 @@ pub mod kv {
     pub use crate::tool::hangar::plugin::kv::{KvError, delete, get, increment, set};
 }
 
+/// Asks the MCP client in the middle of a call: [`client::elicit`] (user
+/// input), [`client::sample`] (an LLM completion), and
+/// [`client::resource_updated`] (tells subscribed clients a resource changed).
+///
+/// ```ignore
+/// let answer = hangar_sdk::client::elicit("Your name?", &json!({
+///     "type": "object", "properties": { "name": { "type": "string" } }, "required": ["name"]
+/// }).to_string())?;
+/// ```
+#[cfg(feature = "tool")]
+pub mod client {
+    pub use crate::tool::hangar::plugin::client::{
+        ClientError, ElicitAction, ElicitAnswer, SamplingAnswer, SamplingMessage, SamplingRequest,
+        elicit, resource_updated, sample,
+    };
+    pub use crate::tool::hangar::plugin::types::Role;
+}
+
+/// Raw bindings of the `hangar:plugin/server` world (tools plus resources,
+/// prompts and completions), sharing the `tool` world's types. Implement
+/// [`Tool`], [`Resources`], [`Prompts`] and [`Completion`] (each has
+/// defaults that offer nothing) and export with [`export_server!`].
+#[cfg(feature = "server")]
+#[allow(clippy::too_many_arguments)]
+pub mod server {
+    wit_bindgen::generate!({
+        world: "server",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_server_world",
+        default_bindings_module: "hangar_sdk::server",
+        with: {
+            "hangar:plugin/types@0.1.0": crate::tool::hangar::plugin::types,
+            "hangar:plugin/host@0.1.0": crate::tool::hangar::plugin::host,
+            "hangar:plugin/config@0.1.0": crate::tool::hangar::plugin::config,
+            "hangar:plugin/credentials@0.1.0": crate::tool::hangar::plugin::credentials,
+            "hangar:plugin/kv@0.1.0": crate::tool::hangar::plugin::kv,
+            "hangar:plugin/client@0.1.0": crate::tool::hangar::plugin::client,
+        },
+    });
+}
+
+#[cfg(feature = "server")]
+mod server_helpers;
+#[cfg(feature = "server")]
+pub use server_helpers::{
+    Completion, CompletionRequest, Completions, PromptArgument, PromptDefinition, PromptError,
+    PromptMessage, PromptResult, Prompts, Reference, ResourceDefinition, ResourceError,
+    ResourceItem, ResourceTemplate, Resources,
+};
+
 /// Raw bindings of the `hangar:plugin/auth` world: implement
 /// `auth::Guest::authenticate` and export with [`export_auth!`].
 #[cfg(feature = "auth")]
@@ -103,6 +154,16 @@ macro_rules! export_auth {
 macro_rules! export_mapper {
     ($t:ident) => {
         $crate::mapper::__export_mapper_world!($t with_types_in $crate::mapper);
+    };
+}
+
+/// Exports a type implementing [`Tool`], [`Resources`], [`Prompts`] and
+/// [`Completion`] as the component's `server` world.
+#[cfg(feature = "server")]
+#[macro_export]
+macro_rules! export_server {
+    ($t:ident) => {
+        $crate::server::__export_server_world!($t with_types_in $crate::server);
     };
 }
 

@@ -7,10 +7,18 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+mod offered;
+mod rate;
 pub mod search;
 mod stages;
+mod uri_template;
 
-pub use stages::{AuthStage, MapperStage, Stages};
+pub use offered::{
+    CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
+};
+pub use rate::{Limiter, RateLimits};
+pub use stages::{AuthStage, MapperStage, Stages, claims_match};
+pub use uri_template::UriTemplate;
 
 use crate::config::{CatalogMode, Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
@@ -70,6 +78,8 @@ pub struct CatalogTool {
     pub source: PathBuf,
     /// Auth, mappers and the compiled input schema.
     pub stages: Stages,
+    /// The rate limits its calls count against.
+    pub rate: RateLimits,
 }
 
 /// Tools by name, in a stable listing order, with their search index.
@@ -81,6 +91,8 @@ pub struct Catalog {
     mode: CatalogMode,
     /// The server-wide auth check: who is asking, for per-principal listings.
     default_auth: Option<AuthStage>,
+    /// Resources, templates and prompts.
+    offered: Offered,
 }
 
 /// A catalog and the problems met while building it.
@@ -106,12 +118,37 @@ impl Catalog {
             let limits = config.limits_for(plugin.name(), "");
             async move {
                 let defs = plugin.list_tools(&limits).await;
-                (path, plugin, limits, defs)
+                let offers = plugin.list_offers(&limits).await;
+                (path, plugin, limits, defs, offers)
             }
         }))
         .await;
-        for (loaded_path, plugin, plugin_limits, defs) in listings {
+        let server_limiter = config
+            .server
+            .rate_limit
+            .map(|limit| Limiter::new(limit, "the server".to_string()));
+        for (loaded_path, plugin, plugin_limits, defs, offers) in listings {
             let plugin = Arc::new(plugin);
+            let plugin_limiter = config
+                .plugins
+                .get(plugin.name())
+                .and_then(|p| p.rate_limit)
+                .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name())));
+            match offers {
+                Ok(listing) => {
+                    let errors = catalog
+                        .offered
+                        .add_listing(config, &plugins, &plugin, listing);
+                    problems.extend(errors.into_iter().map(|error| LoadFailure {
+                        path: loaded_path.clone(),
+                        error,
+                    }));
+                }
+                Err(e) => problems.push(LoadFailure {
+                    path: loaded_path.clone(),
+                    error: format!("listing resources and prompts failed: {e}"),
+                }),
+            }
             let plugin_gate = (plugin_limits.max_concurrent > 0).then(|| {
                 Arc::new(Gate::new(
                     plugin_limits.max_concurrent,
@@ -137,6 +174,7 @@ impl Catalog {
                 if let Some(prefix) = prefix {
                     def.name = format!("{prefix}{}", def.name);
                 }
+                let def_name = def.name.clone();
                 let limits = config.limits_for(plugin.name(), &def.name);
                 let gate = match config.tool(&def.name).and_then(|t| t.limits.max_concurrent) {
                     Some(0) => None,
@@ -163,6 +201,11 @@ impl Catalog {
                     limits,
                     source: loaded_path.clone(),
                     stages,
+                    rate: RateLimits::new([
+                        tool_limiter(config, &def_name),
+                        plugin_limiter.clone(),
+                        server_limiter.clone(),
+                    ]),
                 };
                 catalog.insert(tool)?;
             }
@@ -187,7 +230,22 @@ impl Catalog {
             let stages = plugins
                 .stages_for(config, &cfg.name, &tool.def.input_schema)
                 .map_err(|e| anyhow::anyhow!(e))?;
-            catalog.insert(CatalogTool { stages, ..tool })?;
+            let rate = RateLimits::new([tool_limiter(config, &cfg.name), server_limiter.clone()]);
+            catalog.insert(CatalogTool {
+                stages,
+                rate,
+                ..tool
+            })?;
+        }
+        for cfg in config.resources.iter().filter(|r| r.statement.is_some()) {
+            let problem =
+                catalog
+                    .offered
+                    .add_db_resource(config, &plugins, cfg, &connectors, &env)?;
+            problems.extend(problem.map(|error| LoadFailure {
+                path: PathBuf::from(format!("resources.{}", cfg.key())),
+                error,
+            }));
         }
         problems.extend(catalog.config_problems(config, &loaded_names));
         catalog.default_auth = plugins
@@ -238,7 +296,27 @@ impl Catalog {
                 path: PathBuf::from("hangar.toml"),
                 error: format!("tool {:?} is configured but no plugin offers it", t.name),
             });
-        missing_plugins.chain(missing_tools).collect()
+        // Entries with a statement were checked when their resource was built.
+        let bad_resources = config
+            .resources
+            .iter()
+            .filter(|r| r.statement.is_none())
+            .filter_map(|r| {
+                let error = r.check().err()?;
+                Some(LoadFailure {
+                    path: PathBuf::from("hangar.toml"),
+                    error: format!("resource {:?}: {error}", r.key()),
+                })
+            });
+        missing_plugins
+            .chain(missing_tools)
+            .chain(bad_resources)
+            .collect()
+    }
+
+    /// Resources, templates and prompts.
+    pub fn offered(&self) -> &Offered {
+        &self.offered
     }
 
     /// The tool called `name`, or the resolution error.
@@ -249,15 +327,33 @@ impl Catalog {
             .ok_or_else(|| CallError::not_found(name))
     }
 
-    /// Result-cache counters of the DB tools that cache, by tool name.
-    pub fn cache_stats(&self) -> Vec<(&str, crate::db::CacheStats)> {
-        self.order
+    /// Result-cache counters of the DB tools and resources that cache and
+    /// that a caller with `principal` may see, by tool name or resource URI
+    /// (template).
+    pub fn cache_stats<'a>(
+        &'a self,
+        principal: Option<&'a Principal>,
+    ) -> Vec<(&'a str, crate::db::CacheStats)> {
+        let tools = self.visible(principal).filter_map(|t| match &t.backend {
+            Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
+            Backend::Wasm { .. } => None,
+        });
+        let sql = |p: &Provider| match p {
+            Provider::Sql(db) => db.cache_stats(),
+            Provider::Wasm(_) => None,
+        };
+        let offered = &self.offered;
+        let resources = offered
+            .resources
             .iter()
-            .filter_map(|t| match &t.backend {
-                Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
-                Backend::Wasm { .. } => None,
-            })
-            .collect()
+            .filter(|r| r.access.visible(principal))
+            .filter_map(|r| Some((r.def.uri.as_str(), sql(&r.provider)?)));
+        let templates = offered
+            .templates
+            .iter()
+            .filter(|t| t.access.visible(principal))
+            .filter_map(|t| Some((t.def.uri_template.as_str(), sql(&t.provider)?)));
+        tools.chain(resources).chain(templates).collect()
     }
 
     pub fn mode(&self) -> CatalogMode {
@@ -270,7 +366,7 @@ impl Catalog {
 
     /// Whether any tool is shown only to some callers.
     pub fn has_restricted(&self) -> bool {
-        self.order.iter().any(|t| t.stages.visible_to.is_some())
+        self.order.iter().any(|t| t.stages.visible_to.is_some()) || self.offered.has_restricted()
     }
 
     /// The tools a caller with `principal` may see, in listing order.
@@ -308,6 +404,12 @@ impl Catalog {
     }
 }
 
+/// The `[[tools]]` rate limit of tool `name`, if it has one.
+fn tool_limiter(config: &Config, name: &str) -> Option<Arc<Limiter>> {
+    let limit = config.tool(name).and_then(|t| t.rate_limit)?;
+    Some(Limiter::new(limit, format!("tool {name}")))
+}
+
 /// The catalog entry of a DB tool: its schema comes from its declared inputs.
 fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
     let stages = Stages::default();
@@ -339,5 +441,6 @@ fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
         limits,
         source: PathBuf::from("hangar.toml"),
         stages,
+        rate: RateLimits::default(),
     }
 }

@@ -41,22 +41,28 @@ pub struct Stages {
 impl Stages {
     /// Whether a caller with `principal` may see the tool.
     pub fn visible(&self, principal: Option<&Principal>) -> bool {
-        let Some(rules) = &self.visible_to else {
-            return true;
-        };
-        let Some(claims) = principal.map(|p| &p.claims) else {
-            return false;
-        };
-        rules
-            .iter()
-            .all(|(claim, allowed)| match claims.get(claim) {
-                Some(Value::String(s)) => allowed.contains(s),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .any(|v| v.as_str().is_some_and(|s| allowed.iter().any(|a| a == s))),
-                _ => false,
-            })
+        self.visible_to
+            .as_ref()
+            .is_none_or(|rules| claims_match(rules, principal))
     }
+}
+
+/// Whether `principal`'s claims satisfy a `visible_to` table: every key
+/// must match one listed value (an array claim by any element). No
+/// principal matches nothing.
+pub fn claims_match(rules: &BTreeMap<String, Vec<String>>, principal: Option<&Principal>) -> bool {
+    let Some(claims) = principal.map(|p| &p.claims) else {
+        return false;
+    };
+    rules
+        .iter()
+        .all(|(claim, allowed)| match claims.get(claim) {
+            Some(Value::String(s)) => allowed.contains(s),
+            Some(Value::Array(items)) => items
+                .iter()
+                .any(|v| v.as_str().is_some_and(|s| allowed.iter().any(|a| a == s))),
+            _ => false,
+        })
 }
 
 /// The auth and mapper plugins that loaded, by name.
@@ -102,27 +108,11 @@ impl Plugins {
         schema: &Value,
     ) -> Result<Stages, String> {
         let tool_cfg = config.tool(name);
-        let auth = match tool_cfg.and_then(|t| t.auth.as_ref()) {
-            Some(AuthSetting::Keyword(AuthKeyword::None)) => None,
-            Some(AuthSetting::Plugin(a)) => Some(a),
-            None => config.auth.as_ref(),
-        };
-        let auth = match auth {
-            None => None,
-            Some(a) => {
-                let plugin = self.auth.get(&a.plugin).ok_or_else(|| {
-                    format!(
-                        "tool {name}: auth plugin {:?} did not load (or is not an auth component)",
-                        a.plugin
-                    )
-                })?;
-                Some(AuthStage {
-                    plugin: plugin.clone(),
-                    policy: Value::Object(a.policy.clone()).to_string(),
-                    limits: config.limits_for(&a.plugin, ""),
-                })
-            }
-        };
+        let auth = self.auth_stage(
+            config,
+            &format!("tool {name}"),
+            tool_cfg.and_then(|t| t.auth.as_ref()),
+        )?;
         let mappers = tool_cfg.map(|t| &t.mappers);
         let mapper =
             |configured: Option<&String>, suffix: &str| -> Result<Option<MapperStage>, String> {
@@ -157,6 +147,51 @@ impl Plugins {
             output_map,
             validator: Some(validator),
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
+        })
+    }
+
+    /// The auth check of `what` (a tool, resource or prompt): its own
+    /// setting, or the server-wide `[auth]`. One naming a plugin that did not
+    /// load is an error.
+    fn auth_stage(
+        &self,
+        config: &Config,
+        what: &str,
+        setting: Option<&AuthSetting>,
+    ) -> Result<Option<AuthStage>, String> {
+        let auth = match setting {
+            Some(AuthSetting::Keyword(AuthKeyword::None)) => None,
+            Some(AuthSetting::Plugin(a)) => Some(a),
+            None => config.auth.as_ref(),
+        };
+        let Some(a) = auth else {
+            return Ok(None);
+        };
+        let plugin = self.auth.get(&a.plugin).ok_or_else(|| {
+            format!(
+                "{what}: auth plugin {:?} did not load (or is not an auth component)",
+                a.plugin
+            )
+        })?;
+        Ok(Some(AuthStage {
+            plugin: plugin.clone(),
+            policy: Value::Object(a.policy.clone()).to_string(),
+            limits: config.limits_for(&a.plugin, ""),
+        }))
+    }
+
+    /// Auth and visibility of a resource or prompt (it has no mappers or schema).
+    pub fn access(
+        &self,
+        config: &Config,
+        what: &str,
+        setting: Option<&AuthSetting>,
+        visible_to: Option<&BTreeMap<String, Vec<String>>>,
+    ) -> Result<Stages, String> {
+        Ok(Stages {
+            auth: self.auth_stage(config, what, setting)?,
+            visible_to: visible_to.cloned(),
+            ..Stages::default()
         })
     }
 

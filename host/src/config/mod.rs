@@ -12,9 +12,15 @@ use serde::Deserialize;
 
 mod capabilities;
 mod limits;
+mod offered;
+#[cfg(test)]
+mod properties;
+mod rate;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use limits::{LimitOverrides, Limits};
+pub use offered::{PromptConfig, ResourceConfig};
+pub use rate::RateLimit;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -32,6 +38,12 @@ pub struct Config {
     /// Settings per tool, by tool name; an entry with a `statement` defines a DB tool.
     #[serde(default)]
     pub tools: Vec<ToolConfig>,
+    /// DB resources, and settings for components' resources.
+    #[serde(default)]
+    pub resources: Vec<ResourceConfig>,
+    /// Settings for components' prompts.
+    #[serde(default)]
+    pub prompts: Vec<PromptConfig>,
     /// Databases that DB tools run their statements against, by name.
     #[serde(default)]
     pub connectors: BTreeMap<String, ConnectorConfig>,
@@ -91,15 +103,42 @@ pub struct ServerConfig {
     /// Tools per `tools/list` page.
     pub page_size: usize,
     pub errors: ErrorStyle,
-    /// `false` refuses every REST call with 403 (the explorer page says so).
+    /// `false` refuses every REST tool call with 403 (the explorer page says so).
     pub allow_execute: bool,
-    /// Serve the tool explorer page at `/ui`.
+    /// Serve the explorer page at `/ui`.
     pub ui: bool,
     /// Give every call a trace id (or honour an incoming `traceparent`).
     pub trace_ids: bool,
     /// What `tools/list` shows: every tool, only the meta-tools
     /// (`search_tools`, `read_tool`, `call_tool`), or both.
     pub catalog: CatalogMode,
+    /// Calls one caller (principal, or client address when anonymous) may
+    /// make to all tools together, e.g. `"100/s"`.
+    pub rate_limit: Option<RateLimit>,
+    /// A request's head (request line and headers) must arrive within this
+    /// long of its first byte, or of the connection opening for its first
+    /// request; otherwise the connection is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this long of its head; otherwise
+    /// 408 and the connection is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub body_timeout: Duration,
+    /// A keep-alive connection waiting for its next request is closed after
+    /// this long. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// A connection whose client takes none of the response for this long
+    /// (one write blocked) is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// MCP sessions kept at once; past it, `initialize` evicts idle ones.
+    pub max_sessions: usize,
+    /// An MCP session unused for this long is forgotten (its id then gets 404).
+    #[serde(with = "humantime_serde")]
+    pub session_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -130,6 +169,14 @@ impl Default for ServerConfig {
             ui: true,
             trace_ids: true,
             catalog: CatalogMode::Full,
+            rate_limit: None,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            max_sessions: 10_000,
+            session_timeout: Duration::from_secs(3600),
         }
     }
 }
@@ -150,6 +197,8 @@ pub struct PluginConfig {
     /// What the plugin may reach outside its sandbox; nothing by default.
     #[serde(default)]
     pub grants: Grants,
+    /// Calls one caller may make to the plugin's tools together.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a
@@ -211,13 +260,15 @@ pub struct ToolConfig {
     /// More rows than this are cut, and the result says so.
     #[serde(default = "default_max_rows")]
     pub max_rows: usize,
+    /// Calls one caller may make to this tool.
+    pub rate_limit: Option<RateLimit>,
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 
-fn default_max_rows() -> usize {
+pub(crate) fn default_max_rows() -> usize {
     1000
 }
 
@@ -298,6 +349,20 @@ impl InputType {
 pub struct CacheConfig {
     #[serde(with = "humantime_serde")]
     pub ttl: Duration,
+    /// Bytes of results one tool (or resource) keeps; the least used go first.
+    #[serde(default = "default_cache_bytes")]
+    pub max_bytes: u64,
+    /// A larger result is served but not kept.
+    #[serde(default = "default_cache_entry_bytes")]
+    pub max_entry_bytes: u64,
+}
+
+fn default_cache_bytes() -> u64 {
+    32 << 20
+}
+
+fn default_cache_entry_bytes() -> u64 {
+    1 << 20
 }
 
 /// A database connection: `kind = "postgres"` or `kind = "sqlite"`.
@@ -320,6 +385,12 @@ pub struct PostgresConfig {
     /// How long a call waits for a connection (and to connect) before failing.
     #[serde(default = "default_timeout_ms")]
     pub wait_timeout_ms: u64,
+    /// TLS: `disable`, `prefer` (the default, as libpq), `require`,
+    /// `verify-ca` or `verify-full`; overrides the URL's `sslmode`.
+    pub sslmode: Option<String>,
+    /// PEM certificates trusted besides the system's roots (the URL's
+    /// `sslrootcert` when not set).
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -331,8 +402,15 @@ pub struct SqliteConfig {
     pub pool_size: usize,
     /// SQL run once when the file does not exist yet (schema and seed data).
     pub init: Option<PathBuf>,
+    /// How long a statement waits for another connection's lock.
     #[serde(default = "default_timeout_ms")]
     pub busy_timeout_ms: u64,
+    /// How long a statement may run before it is interrupted.
+    #[serde(default = "default_timeout_ms")]
+    pub statement_timeout_ms: u64,
+    /// How long a call waits for a free connection before failing.
+    #[serde(default = "default_timeout_ms")]
+    pub wait_timeout_ms: u64,
 }
 
 fn default_pg_pool() -> usize {
@@ -358,6 +436,15 @@ impl Config {
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
         config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));
+        let base = config.base_dir.clone();
+        for connector in config.connectors.values_mut() {
+            if let ConnectorConfig::Postgres(pg) = connector
+                && let Some(ca) = &mut pg.ca_file
+                && ca.is_relative()
+            {
+                *ca = base.join(&*ca);
+            }
+        }
         Ok(config)
     }
 
@@ -386,6 +473,16 @@ impl Config {
         limits
     }
 
+    /// The `[[resources]]` entry about `uri` (or a template), if any.
+    pub fn resource(&self, uri: &str) -> Option<&ResourceConfig> {
+        self.resources.iter().find(|r| r.key() == uri)
+    }
+
+    /// The `[[prompts]]` entry named `name`, if any.
+    pub fn prompt(&self, name: &str) -> Option<&PromptConfig> {
+        self.prompts.iter().find(|p| p.name == name)
+    }
+
     /// The `[[tools]]` entry named `name`, if any.
     pub fn tool(&self, name: &str) -> Option<&ToolConfig> {
         self.tools.iter().find(|t| t.name == name)
@@ -412,6 +509,10 @@ mod tests {
         assert_eq!(c.limits.memory_mib, 64);
         assert_eq!(c.server.max_body_bytes, 4 << 20);
         assert_eq!(c.server.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.server.header_timeout, Duration::from_secs(10));
+        assert_eq!(c.server.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.server.max_connections, 512);
+        assert_eq!(c.server.max_sessions, 10_000);
     }
 
     #[test]

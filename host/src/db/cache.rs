@@ -1,25 +1,58 @@
-//! The result cache of DB tools: keyed by tool, statement and bound values,
-//! entries expire after the tool's TTL.
+//! The result cache of DB tools and resources: keyed by a SHA-256 of the
+//! name, statement and bound values; entries expire after the TTL. Memory
+//! is bounded by bytes, not entries: each entry weighs about what its rows
+//! take, the cache evicts the least used past `max_bytes`, and a result
+//! larger than `max_entry_bytes` is served but not kept.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-use crate::pipeline::ToolResult;
+/// What one entry costs besides its rows: key, timestamps, table slots.
+const ENTRY_OVERHEAD: u64 = 128;
 
-/// Entries per tool before the least used are evicted.
-const CAPACITY: usize = 10_000;
+/// A SHA-256 of what the result depends on: fixed size, whatever the
+/// arguments, and no two argument lists share one.
+pub type Key = [u8; 32];
 
-pub struct ResultCache {
+pub struct ResultCache<T> {
     ttl: Duration,
-    entries: Cache<String, (Instant, Arc<ToolResult>)>,
+    max_entry_bytes: u64,
+    entries: Cache<Key, Entry<T>, ByWeight>,
     hits: AtomicU64,
     misses: AtomicU64,
+}
+
+/// A cached result, when it expires, and what it weighs.
+pub struct Entry<T> {
+    expires: Instant,
+    weight: u64,
+    value: Arc<T>,
+}
+
+impl<T> Clone for Entry<T> {
+    fn clone(&self) -> Self {
+        Entry {
+            expires: self.expires,
+            weight: self.weight,
+            value: self.value.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ByWeight;
+
+impl<T> Weighter<Key, Entry<T>> for ByWeight {
+    fn weight(&self, _key: &Key, entry: &Entry<T>) -> u64 {
+        entry.weight
+    }
 }
 
 /// Hit and miss counts, for `/healthz` and tests.
@@ -29,30 +62,39 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
-impl ResultCache {
-    pub fn new(ttl: Duration) -> ResultCache {
+impl<T> ResultCache<T> {
+    pub fn new(ttl: Duration, max_bytes: u64, max_entry_bytes: u64) -> ResultCache<T> {
+        // The entry estimate only sizes the table; the weight is the bound.
+        let estimated = (max_bytes / 4096).clamp(16, 65_536) as usize;
         ResultCache {
             ttl,
-            entries: Cache::new(CAPACITY),
+            max_entry_bytes,
+            entries: Cache::with_weighter(estimated, max_bytes.max(1), ByWeight),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    /// Tool name + a hash of the statement + the bound values.
-    pub fn key(&self, tool: &str, sql: &str, params: &[Value]) -> String {
-        let mut h = DefaultHasher::new();
-        sql.hash(&mut h);
-        let values = serde_json::to_string(params).expect("values serialize");
-        format!("{tool}\u{0}{:016x}\u{0}{values}", h.finish())
+    /// The key of a result: name (of the tool or resource), statement and
+    /// bound values, each length-prefixed so no two lists run together.
+    pub fn key(&self, name: &str, sql: &str, params: &[Value]) -> Key {
+        let mut h = Sha256::new();
+        for part in [name, sql] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        let values = serde_json::to_vec(params).expect("values serialize");
+        h.update((values.len() as u64).to_le_bytes());
+        h.update(&values);
+        h.finalize().into()
     }
 
     /// A live entry; an expired one counts as a miss and is dropped.
-    pub fn get(&self, key: &str) -> Option<Arc<ToolResult>> {
+    pub fn get(&self, key: &Key) -> Option<Arc<T>> {
         match self.entries.get(key) {
-            Some((expires, result)) if Instant::now() < expires => {
+            Some(entry) if Instant::now() < entry.expires => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                Some(result)
+                Some(entry.value)
             }
             stale => {
                 if stale.is_some() {
@@ -64,9 +106,18 @@ impl ResultCache {
         }
     }
 
-    pub fn put(&self, key: String, result: Arc<ToolResult>) {
-        self.entries
-            .insert(key, (Instant::now() + self.ttl, result));
+    /// Keeps `value`, which takes about `bytes`, unless it is over the
+    /// entry limit.
+    pub fn put(&self, key: Key, value: Arc<T>, bytes: u64) {
+        if bytes > self.max_entry_bytes {
+            return;
+        }
+        let entry = Entry {
+            expires: Instant::now() + self.ttl,
+            weight: bytes.saturating_add(ENTRY_OVERHEAD),
+            value,
+        };
+        self.entries.insert(key, entry);
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -74,5 +125,68 @@ impl ResultCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
         }
+    }
+
+    #[cfg(test)]
+    fn weight(&self) -> u64 {
+        self.entries.weight()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn memory_is_bounded_by_bytes_not_entries() {
+        let cache = ResultCache::<String>::new(Duration::from_secs(60), 64 * 1024, 8 * 1024);
+        for i in 0..10_000 {
+            let key = cache.key("t", "SELECT", &[json!(i)]);
+            cache.put(key, Arc::new("x".repeat(1000)), 1000);
+        }
+        assert!(cache.weight() <= 64 * 1024, "{}", cache.weight());
+        // The most recent entry is there.
+        assert!(
+            cache
+                .get(&cache.key("t", "SELECT", &[json!(9_999)]))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_result_over_the_entry_limit_is_not_kept() {
+        let cache = ResultCache::<String>::new(Duration::from_secs(60), 1 << 20, 100);
+        let key = cache.key("t", "SELECT", &[json!("big")]);
+        cache.put(key, Arc::new("x".repeat(101)), 101);
+        assert!(cache.get(&key).is_none());
+        cache.put(key, Arc::new("x".repeat(100)), 100);
+        assert!(cache.get(&key).is_some());
+    }
+
+    #[test]
+    fn keys_are_fixed_size_and_tell_arguments_apart() {
+        let cache = ResultCache::<String>::new(Duration::from_secs(60), 1 << 20, 1 << 20);
+        let huge = json!("a".repeat(1 << 20));
+        assert_eq!(cache.key("t", "S", &[huge]).len(), 32);
+        assert_ne!(
+            cache.key("t", "S", &[json!("a"), json!("b")]),
+            cache.key("t", "S", &[json!("a,b")])
+        );
+        assert_ne!(cache.key("ab", "c", &[]), cache.key("a", "bc", &[]));
+        assert_ne!(
+            cache.key("t", "S", &[json!(1)]),
+            cache.key("t", "S", &[json!("1")])
+        );
+    }
+
+    #[test]
+    fn expired_entries_are_never_served() {
+        let cache = ResultCache::<String>::new(Duration::ZERO, 1 << 20, 1 << 20);
+        let key = cache.key("t", "S", &[]);
+        cache.put(key, Arc::new("v".into()), 1);
+        assert!(cache.get(&key).is_none());
+        assert_eq!(cache.stats().misses, 1);
     }
 }

@@ -1,5 +1,6 @@
 //! A DB tool's declared inputs: the JSON Schema they advertise, and the
-//! check that arguments match them (defaults applied).
+//! check that arguments match them (defaults applied). A DB resource's
+//! inputs are its URI template's variables, read from text first.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,34 @@ impl Inputs {
         self.specs
             .iter()
             .filter_map(|(name, spec)| Some((name.as_str(), spec.from_claim.as_deref()?)))
+    }
+
+    /// The value of input `name` from its text (a URI template variable),
+    /// as the input's declared type: a string as it is, an integer, number
+    /// or boolean when the whole text is one, an array or object when it is
+    /// JSON text. A text that is not one names the input and the type.
+    pub fn parse_text(&self, name: &str, text: &str) -> Result<Value, String> {
+        let ty = self.specs.get(name).map_or(InputType::String, |s| s.ty);
+        let value = match ty {
+            InputType::String => Some(Value::String(text.to_string())),
+            InputType::Integer => text.parse::<i64>().ok().map(Value::from),
+            InputType::Number => text
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number),
+            InputType::Boolean => match text {
+                "true" => Some(Value::Bool(true)),
+                "false" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            InputType::Array | InputType::Object => serde_json::from_str(text).ok(),
+        };
+        value.ok_or_else(|| {
+            let shown: String = text.chars().take(64).collect();
+            let more = if shown.len() < text.len() { "…" } else { "" };
+            format!("{name}: expected {}, got {shown:?}{more}", ty.as_str())
+        })
     }
 
     fn caller_supplied(&self) -> impl Iterator<Item = (&String, &InputSpec)> {
@@ -238,6 +267,40 @@ mod tests {
                 )
                 .is_err()
         );
+    }
+
+    #[test]
+    fn text_converts_to_the_declared_type_or_is_refused() {
+        let specs: BTreeMap<String, InputSpec> = toml::from_str(
+            r#"
+            id = { type = "integer" }
+            price = { type = "number" }
+            on = { type = "boolean" }
+            ids = { type = "array", items = "integer" }
+            "#,
+        )
+        .unwrap();
+        let inputs = Inputs::new(specs);
+        assert_eq!(inputs.parse_text("id", "42").unwrap(), json!(42));
+        assert_eq!(inputs.parse_text("price", "1.5").unwrap(), json!(1.5));
+        assert_eq!(inputs.parse_text("on", "false").unwrap(), json!(false));
+        assert_eq!(inputs.parse_text("ids", "[1,2]").unwrap(), json!([1, 2]));
+        assert_eq!(
+            inputs.parse_text("other", "1 OR 1=1").unwrap(),
+            json!("1 OR 1=1")
+        );
+        for (name, bad) in [
+            ("id", "abc"),
+            ("id", "1 OR 1=1"),
+            ("id", "1.5"),
+            ("price", "NaN"),
+            ("on", "yes"),
+            ("ids", "[1"),
+        ] {
+            let err = inputs.parse_text(name, bad).unwrap_err();
+            assert!(err.starts_with(&format!("{name}: expected ")), "{err}");
+        }
+        assert!(inputs.parse_text("price", "inf").is_err());
     }
 
     #[test]

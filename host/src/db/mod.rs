@@ -1,9 +1,10 @@
-//! DB-backed tools: one SQL statement per tool, run natively in the host on
-//! a configured connector, with an optional result cache.
+//! DB-backed tools and resources: one SQL statement each, run natively in
+//! the host on a configured connector, with an optional result cache.
 
 mod cache;
 mod inputs;
 mod pg_numeric;
+mod pg_tls;
 mod postgres;
 mod sqlite;
 pub mod template;
@@ -14,8 +15,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{Config, ConnectorConfig, ToolConfig};
-use crate::pipeline::{CallError, Content, ErrorKind, Principal, Stage, ToolResult};
+use crate::config::{
+    CacheConfig, Config, ConnectorConfig, InputSpec, InputType, ResourceConfig, ToolConfig,
+};
+use crate::pipeline::{
+    CallError, CancelToken, Content, ErrorKind, Principal, ResourceContents, Stage, ToolResult,
+};
 pub use cache::CacheStats;
 use cache::ResultCache;
 use inputs::Inputs;
@@ -33,6 +38,11 @@ pub enum DbFailure {
     Unavailable(String),
     /// The database refused or failed the statement.
     Query(String),
+    /// Argument `index` (from 0) cannot be bound as the type of its
+    /// parameter.
+    Invalid { index: usize, why: String },
+    /// The caller cancelled the call; its statement was stopped.
+    Cancelled,
 }
 
 /// A configured database.
@@ -55,10 +65,11 @@ impl Connector {
         params: &[Value],
         read_only: bool,
         max_rows: usize,
+        cancel: &CancelToken,
     ) -> Result<Rows, DbFailure> {
         match self {
-            Connector::Postgres(pg) => pg.query(sql, params, read_only, max_rows).await,
-            Connector::Sqlite(lite) => lite.query(sql, params, read_only, max_rows).await,
+            Connector::Postgres(pg) => pg.query(sql, params, read_only, max_rows, cancel).await,
+            Connector::Sqlite(lite) => lite.query(sql, params, read_only, max_rows, cancel).await,
         }
     }
 }
@@ -112,8 +123,13 @@ impl Connectors {
     }
 }
 
-/// A tool that runs one SQL statement.
+/// One SQL statement, served as a tool (`[[tools]]`) or a resource
+/// (`[[resources]]`): its inputs, compiled statement, connector, read-only
+/// rule, row cap and result cache.
 pub struct DbTool {
+    /// `tool NAME` or `resource URI`, for messages.
+    label: String,
+    /// The tool's name or the resource's URI (template): the cache key's start.
     name: String,
     inputs: Inputs,
     /// The compiled statement, or why it cannot run (a missing env variable).
@@ -121,7 +137,29 @@ pub struct DbTool {
     connector: Result<Arc<Connector>, TemplateError>,
     read_only: bool,
     max_rows: usize,
-    cache: Option<ResultCache>,
+    cache: Option<ResultCache<Served>>,
+    /// Of a resource's contents.
+    mime_type: String,
+}
+
+/// Rows as served, with their JSON text made once (and cached with them).
+struct Served {
+    rows: Rows,
+    text: String,
+}
+
+/// What a `[[tools]]` and a `[[resources]]` entry with a statement share.
+struct Spec<'a> {
+    label: String,
+    name: &'a str,
+    connector: Option<&'a str>,
+    statement: &'a str,
+    inputs: BTreeMap<String, InputSpec>,
+    read_only: bool,
+    max_rows: usize,
+    cache: Option<&'a CacheConfig>,
+    /// What to tell about a placeholder naming no input.
+    unbound: &'a dyn Fn(&str) -> String,
 }
 
 impl DbTool {
@@ -133,43 +171,139 @@ impl DbTool {
         connectors: &Connectors,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<DbTool> {
-        let name = &cfg.name;
-        let statement = cfg.statement.as_deref().expect("DB tools have a statement");
-        let use_ = cfg.connector.as_deref().ok_or_else(|| {
-            anyhow::anyhow!("tool {name}: a statement needs `use = \"<connector>\"`")
-        })?;
+        let spec = Spec {
+            label: format!("tool {}", cfg.name),
+            name: &cfg.name,
+            connector: cfg.connector.as_deref(),
+            statement: cfg.statement.as_deref().expect("DB tools have a statement"),
+            inputs: cfg.inputs.clone(),
+            read_only: cfg.read_only,
+            max_rows: cfg.max_rows,
+            cache: cfg.cache.as_ref(),
+            unbound: &|p| {
+                format!(
+                    "{{{{ inputs.{p} }}}} is not a declared input (add inputs.{p} = {{ type = ... }})"
+                )
+            },
+        };
+        DbTool::build(spec, connectors, env)
+    }
+
+    /// Builds a DB resource from its `[[resources]]` entry. `variables` are
+    /// its URI template's (none for a fixed `uri`): each is an input, typed
+    /// by `inputs.NAME` (a string when not declared) and always given. The
+    /// only other inputs are bound from claims; a placeholder naming neither
+    /// is an error, as is an input declared for neither.
+    pub fn for_resource(
+        cfg: &ResourceConfig,
+        variables: &[&str],
+        connectors: &Connectors,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<DbTool> {
+        let key = cfg.key();
+        let mut inputs = BTreeMap::new();
+        for &var in variables {
+            let mut spec = cfg.inputs.get(var).cloned().unwrap_or(InputSpec {
+                ty: InputType::String,
+                description: None,
+                required: true,
+                default: None,
+                items: None,
+                from_claim: None,
+            });
+            if spec.from_claim.is_some() {
+                anyhow::bail!(
+                    "resource {key}: inputs.{var} is a template variable, so it cannot also come from a claim"
+                );
+            }
+            spec.required = true;
+            inputs.insert(var.to_string(), spec);
+        }
+        for (name, spec) in &cfg.inputs {
+            if inputs.contains_key(name) {
+                continue;
+            }
+            if spec.from_claim.is_none() {
+                anyhow::bail!(
+                    "resource {key}: inputs.{name} is neither a variable of the URI template nor bound from a claim (from_claim = \"...\")"
+                );
+            }
+            inputs.insert(name.clone(), spec.clone());
+        }
+        let variables = if variables.is_empty() {
+            "none".to_string()
+        } else {
+            variables.join(", ")
+        };
+        let unbound = |p: &str| {
+            format!(
+                "{{{{ inputs.{p} }}}} names no variable of the URI template (its variables: {variables}) and no from_claim input"
+            )
+        };
+        let spec = Spec {
+            label: format!("resource {key}"),
+            name: key,
+            connector: cfg.connector.as_deref(),
+            statement: cfg
+                .statement
+                .as_deref()
+                .expect("DB resources have a statement"),
+            inputs,
+            read_only: cfg.read_only,
+            max_rows: cfg.max_rows,
+            cache: cfg.cache.as_ref(),
+            unbound: &unbound,
+        };
+        let mut db = DbTool::build(spec, connectors, env)?;
+        if let Some(mime) = &cfg.mime_type {
+            db.mime_type = mime.clone();
+        }
+        Ok(db)
+    }
+
+    fn build(
+        spec: Spec<'_>,
+        connectors: &Connectors,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<DbTool> {
+        let label = spec.label;
+        let use_ = spec
+            .connector
+            .ok_or_else(|| anyhow::anyhow!("{label}: a statement needs `use = \"<connector>\"`"))?;
         let connector = connectors
             .by_name
             .get(use_)
-            .ok_or_else(|| anyhow::anyhow!("tool {name}: no connector named {use_:?}"))?
+            .ok_or_else(|| anyhow::anyhow!("{label}: no connector named {use_:?}"))?
             .clone();
         let style = match &connector {
             Ok(c) => c.style(),
             Err(_) => ParamStyle::Dollar,
         };
-        let compiled = template::compile(statement, style, env);
+        let compiled = template::compile(spec.statement, style, env);
         if let Err(TemplateError::Invalid(why)) = &compiled {
-            anyhow::bail!("tool {name}: {why}");
+            anyhow::bail!("{label}: {why}");
         }
-        let inputs = Inputs::new(cfg.inputs.clone());
+        let inputs = Inputs::new(spec.inputs);
         if let Ok(c) = &compiled
-            && let Some(undeclared) = c
+            && let Some(unbound) = c
                 .params
                 .iter()
                 .find(|p| !inputs.names().any(|n| n == p.as_str()))
         {
-            anyhow::bail!(
-                "tool {name}: {{{{ inputs.{undeclared} }}}} is not a declared input (add inputs.{undeclared} = {{ type = ... }})"
-            );
+            anyhow::bail!("{label}: {}", (spec.unbound)(unbound));
         }
         Ok(DbTool {
-            name: name.clone(),
+            label,
+            name: spec.name.to_string(),
             inputs,
             statement: compiled,
             connector,
-            read_only: cfg.read_only,
-            max_rows: cfg.max_rows,
-            cache: cfg.cache.as_ref().map(|c| ResultCache::new(c.ttl)),
+            read_only: spec.read_only,
+            max_rows: spec.max_rows,
+            cache: spec
+                .cache
+                .map(|c| ResultCache::new(c.ttl, c.max_bytes, c.max_entry_bytes)),
+            mime_type: "application/json".into(),
         })
     }
 
@@ -196,7 +330,7 @@ impl DbTool {
             .as_ref()
             .err()
             .or(self.connector.as_ref().err())?;
-        Some(format!("tool {}: {err}", self.name))
+        Some(format!("{}: {err}", self.label))
     }
 
     pub fn cache_stats(&self) -> Option<CacheStats> {
@@ -213,19 +347,70 @@ impl DbTool {
         }
     }
 
-    /// Validate → env → bind → cache → connector → cache store.
+    /// Runs the tool: its rows as JSON text and as `structuredContent`.
     pub async fn execute(
         &self,
         args: &Value,
         principal: Option<&Principal>,
+        cancel: &CancelToken,
     ) -> Result<ToolResult, CallError> {
         let empty = Map::new();
+        let served = self
+            .run(args.as_object().unwrap_or(&empty), principal, cancel)
+            .await?;
+        Ok(tool_result(&served))
+    }
+
+    /// Reads the resource at `uri`, whose template matched with `variables`
+    /// (name, decoded text): each is converted to its input's type (a text
+    /// that does not convert is invalid), then bound like a tool's argument.
+    /// The contents are one JSON array of row objects; no row is not found.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        variables: &[(String, String)],
+        principal: Option<&Principal>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<ResourceContents>, CallError> {
+        let mut args = Map::new();
+        let mut problems = Vec::new();
+        for (name, text) in variables {
+            match self.inputs.parse_text(name, text) {
+                Ok(v) => {
+                    args.insert(name.clone(), v);
+                }
+                Err(why) => problems.push(why),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(CallError::new(
+                Stage::Validate,
+                ErrorKind::Invalid,
+                format!("invalid URI: {}", problems.join("; ")),
+            ));
+        }
+        let served = self.run(&args, principal, cancel).await?;
+        if served.rows.rows.is_empty() {
+            return Err(CallError::resource_not_found(uri));
+        }
+        Ok(vec![ResourceContents {
+            uri: uri.to_string(),
+            mime_type: Some(self.mime_type.clone()),
+            text: Some(served.text.clone()),
+            blob: None,
+        }])
+    }
+
+    /// Validate → env → bind → cache → connector → cache store.
+    async fn run(
+        &self,
+        args: &Map<String, Value>,
+        principal: Option<&Principal>,
+        cancel: &CancelToken,
+    ) -> Result<Arc<Served>, CallError> {
         let args = self
             .inputs
-            .validate(
-                args.as_object().unwrap_or(&empty),
-                principal.map(|p| &p.claims),
-            )
+            .validate(args, principal.map(|p| &p.claims))
             .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?;
         let env_error =
             |e: &TemplateError| CallError::new(Stage::Env, ErrorKind::Failed, e.to_string());
@@ -239,42 +424,58 @@ impl DbTool {
         if let (Some(cache), Some(key)) = (&self.cache, &key)
             && let Some(hit) = cache.get(key)
         {
-            return Ok((*hit).clone());
+            return Ok(hit);
         }
         let rows = connector
-            .query(&statement.sql, &params, self.read_only, self.max_rows)
+            .query(
+                &statement.sql,
+                &params,
+                self.read_only,
+                self.max_rows,
+                cancel,
+            )
             .await
             .map_err(|f| match f {
                 DbFailure::Unavailable(m) => CallError::new(Stage::Connector, ErrorKind::Failed, m),
+                DbFailure::Invalid { index, why } => {
+                    let input = statement.params.get(index).map_or("?", String::as_str);
+                    CallError::new(
+                        Stage::Validate,
+                        ErrorKind::Invalid,
+                        format!("{input}: {why}"),
+                    )
+                }
+                DbFailure::Cancelled => CallError::cancelled(Stage::Connector),
                 DbFailure::Query(m) => CallError::new(
                     Stage::Connector,
                     ErrorKind::Failed,
                     format!("query failed: {m}"),
                 ),
             })?;
-        let result = rows_result(rows);
+        let text = serde_json::to_string(&rows.rows).expect("rows serialize");
+        let served = Arc::new(Served { rows, text });
         if let (Some(cache), Some(key)) = (&self.cache, key) {
-            cache.put(key, Arc::new(result.clone()));
+            // The text, and the rows as values, which take about as much again.
+            let bytes = 2 * served.text.len() as u64;
+            cache.put(key, served.clone(), bytes);
         }
-        Ok(result)
+        Ok(served)
     }
 }
 
-fn rows_result(rows: Rows) -> ToolResult {
-    let structured = json!({ "rows": rows.rows, "truncated": rows.truncated });
-    let text = serde_json::to_string(&structured["rows"]).expect("rows serialize");
-    let mut content = vec![Content::Text { text }];
+fn tool_result(served: &Served) -> ToolResult {
+    let rows = &served.rows;
+    let mut content = vec![Content::Text {
+        text: served.text.clone(),
+    }];
     if rows.truncated {
         content.push(Content::Text {
-            text: format!(
-                "(truncated: more rows than max_rows = {})",
-                structured["rows"].as_array().map_or(0, Vec::len)
-            ),
+            text: format!("(truncated: more rows than max_rows = {})", rows.rows.len()),
         });
     }
     ToolResult {
         content,
-        structured_content: Some(structured),
+        structured_content: Some(json!({ "rows": rows.rows, "truncated": rows.truncated })),
         is_error: false,
     }
 }

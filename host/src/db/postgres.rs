@@ -1,6 +1,12 @@
 //! The Postgres connector: a deadpool pool of tokio-postgres connections,
 //! statements prepared once per connection (`prepare_cached`), JSON values
-//! bound by the type Postgres infers for each parameter.
+//! bound by the type Postgres infers for each parameter, TLS by `sslmode`.
+//!
+//! Pooled sessions are shared by every caller, so no call may leave state
+//! behind: a read-only tool's statement runs in its own `READ ONLY`
+//! transaction that is always rolled back (undoing any `SET` or
+//! `set_config`), and a writer's is followed by a reset of the session.
+//! Both are sent with the statement, in one round trip.
 
 use std::error::Error as StdError;
 use std::time::Duration;
@@ -9,31 +15,55 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::BytesMut;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use futures::StreamExt;
 use postgres_types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 use serde_json::{Map, Value};
-use tokio_postgres::NoTls;
+use tokio_postgres::Statement;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::pg_tls::{self, SslMode};
 use super::{DbFailure, Rows};
 use crate::config::PostgresConfig;
+use crate::pipeline::CancelToken;
 
 type BoxError = Box<dyn StdError + Sync + Send>;
 
+/// Opens a read-only call: its own transaction, whatever the session's defaults.
+const READ_ONLY_BEGIN: &str = "START TRANSACTION READ ONLY";
+/// Ends it: nothing to keep, and the rollback undoes the session settings
+/// the statement made; advisory locks are not transactional.
+const READ_ONLY_END: &str = "ROLLBACK; SELECT pg_advisory_unlock_all()";
+/// After a writer's statement: the session back as it was opened (its
+/// settings, role, cursors, listeners, locks, temp tables).
+const READ_WRITE_END: &str = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; \
+     UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES";
+
 /// A pool for read-only tools and one for writers; the read-only one's
-/// sessions default to read-only transactions, so a write fails in Postgres.
+/// sessions also default to read-only transactions.
 pub struct Postgres {
     read_only: Pool,
     read_write: Pool,
+    /// For cancel requests, which open a connection of their own.
+    tls: MakeRustlsConnect,
 }
 
 impl Postgres {
     /// Builds the pools; nothing connects until the first call.
     pub fn new(cfg: &PostgresConfig, url: &str) -> Result<Postgres, String> {
+        let url = pg_tls::split_url(url);
+        let mode = match cfg.sslmode.as_deref().or(url.sslmode.as_deref()) {
+            Some(mode) => SslMode::parse(mode)?,
+            None => SslMode::Prefer,
+        };
+        let ca_file = pg_tls::ca_file(cfg.ca_file.as_deref(), url.sslrootcert.as_deref());
+        let tls = pg_tls::connector(mode, ca_file.as_deref())?;
         let pool = |read_only: bool| -> Result<Pool, String> {
             let mut pg: tokio_postgres::Config = url
+                .rest
                 .parse()
                 .map_err(|e| format!("invalid postgres url: {e}"))?;
+            pg.ssl_mode(mode.negotiation());
             let mut options = pg.get_options().unwrap_or_default().to_string();
             options.push_str(&format!(
                 " -c statement_timeout={}",
@@ -47,7 +77,7 @@ impl Postgres {
             pg.connect_timeout(wait);
             let manager = Manager::from_config(
                 pg,
-                NoTls,
+                tls.clone(),
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
                 },
@@ -64,56 +94,133 @@ impl Postgres {
         Ok(Postgres {
             read_only: pool(true)?,
             read_write: pool(false)?,
+            tls,
         })
     }
 
-    /// Runs one prepared statement, reading at most `max_rows` rows.
+    /// Runs one prepared statement, reading at most `max_rows` rows. A call
+    /// cancelled (or abandoned) while its statement runs has the statement
+    /// cancelled and its connection closed, never handed to another caller.
     pub async fn query(
         &self,
         sql: &str,
         params: &[Value],
         read_only: bool,
         max_rows: usize,
+        cancel: &CancelToken,
     ) -> Result<Rows, DbFailure> {
         let pool = if read_only {
             &self.read_only
         } else {
             &self.read_write
         };
-        let client = pool
-            .get()
-            .await
-            .map_err(|e| DbFailure::Unavailable(pool_message(&e)))?;
-        let stmt = client.prepare_cached(sql).await.map_err(query_error)?;
-        let stream = client
-            .query_raw(&stmt, params.iter().map(PgParam))
-            .await
-            .map_err(query_error)?;
-        let columns: Vec<String> = stmt
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        let mut stream = std::pin::pin!(stream);
-        let mut rows = Vec::new();
-        let mut truncated = false;
-        while let Some(row) = stream.next().await {
-            let row = row.map_err(query_error)?;
-            if rows.len() == max_rows {
-                truncated = true;
-                break;
-            }
-            let mut obj = Map::with_capacity(columns.len());
-            for (i, name) in columns.iter().enumerate() {
-                let Cell(value) = row
-                    .try_get(i)
-                    .map_err(|e| DbFailure::Query(format!("column {name}: {e}")))?;
-                obj.insert(name.clone(), value);
-            }
-            rows.push(Value::Object(obj));
+        let work = async {
+            let client = pool
+                .get()
+                .await
+                .map_err(|e| DbFailure::Unavailable(pool_message(&e)))?;
+            let stmt = client.prepare_cached(sql).await.map_err(query_error)?;
+            let running = Running {
+                client: Some(client),
+                tls: self.tls.clone(),
+            };
+            let client = running.client.as_deref().expect("set above");
+            // Each future sends its request when first polled, so they go
+            // out in this order, together; the answers come back in order.
+            let rows = if read_only {
+                let (begun, rows, ended) = futures::join!(
+                    client.batch_execute(READ_ONLY_BEGIN),
+                    read_rows(client, &stmt, params, max_rows),
+                    client.batch_execute(READ_ONLY_END),
+                );
+                begun.and(ended).map_err(query_error).and(rows)
+            } else {
+                let (rows, ended) = futures::join!(
+                    read_rows(client, &stmt, params, max_rows),
+                    client.batch_execute(READ_WRITE_END),
+                );
+                rows.and_then(|rows| ended.map(|_| rows).map_err(query_error))
+            };
+            running.finish();
+            rows
+        };
+        tokio::select! {
+            rows = work => rows,
+            _ = cancel.cancelled() => Err(DbFailure::Cancelled),
         }
-        Ok(Rows { rows, truncated })
     }
+}
+
+/// A connection whose statement may still run. Dropped before
+/// [`Running::finish`] — the call was cancelled or its caller went away —
+/// it leaves the pool for good: its statement is cancelled and the
+/// connection closed, so the cancel request cannot hit a later caller's
+/// statement on it.
+struct Running {
+    client: Option<Object>,
+    tls: MakeRustlsConnect,
+}
+
+impl Running {
+    /// The statement is done: the connection goes back to the pool.
+    fn finish(mut self) {
+        self.client.take();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let token = client.cancel_token();
+        let client = Object::take(client);
+        let tls = self.tls.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = token.cancel_query(tls).await;
+                drop(client);
+            });
+        }
+    }
+}
+
+/// The rows of one execution of `stmt`, at most `max_rows`.
+async fn read_rows(
+    client: &tokio_postgres::Client,
+    stmt: &Statement,
+    params: &[Value],
+    max_rows: usize,
+) -> Result<Rows, DbFailure> {
+    let params = params
+        .iter()
+        .enumerate()
+        .map(|(index, value)| PgParam { index, value });
+    let stream = client.query_raw(stmt, params).await.map_err(query_error)?;
+    let columns: Vec<String> = stmt
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let mut stream = std::pin::pin!(stream);
+    let mut rows = Vec::new();
+    let mut truncated = false;
+    while let Some(row) = stream.next().await {
+        let row = row.map_err(query_error)?;
+        if rows.len() == max_rows {
+            truncated = true;
+            break;
+        }
+        let mut obj = Map::with_capacity(columns.len());
+        for (i, name) in columns.iter().enumerate() {
+            let Cell(value) = row
+                .try_get(i)
+                .map_err(|e| DbFailure::Query(format!("column {name}: {e}")))?;
+            obj.insert(name.clone(), value);
+        }
+        rows.push(Value::Object(obj));
+    }
+    Ok(Rows { rows, truncated })
 }
 
 fn pool_message(e: &deadpool_postgres::PoolError) -> String {
@@ -129,6 +236,12 @@ fn pool_message(e: &deadpool_postgres::PoolError) -> String {
 }
 
 fn query_error(e: tokio_postgres::Error) -> DbFailure {
+    if let Some(bind) = e.source().and_then(|s| s.downcast_ref::<BindError>()) {
+        return DbFailure::Invalid {
+            index: bind.index,
+            why: bind.why.clone(),
+        };
+    }
     if e.is_closed()
         || e.as_db_error().is_none() && e.source().is_some_and(|s| s.is::<std::io::Error>())
     {
@@ -148,52 +261,38 @@ fn error_text(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// A JSON argument bound as whatever type Postgres expects for its parameter.
+/// A JSON argument bound as whatever type Postgres expects for its
+/// parameter (`index` counts from 0).
 #[derive(Debug)]
-struct PgParam<'a>(&'a Value);
+struct PgParam<'a> {
+    index: usize,
+    value: &'a Value,
+}
+
+/// Why argument `index` could not be bound: the caller's mistake, told at
+/// the validate stage.
+#[derive(Debug)]
+struct BindError {
+    index: usize,
+    why: String,
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl StdError for BindError {}
 
 impl ToSql for PgParam<'_> {
     fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
-        let v = self.0;
-        if v.is_null() {
-            return Ok(IsNull::Yes);
-        }
-        if let Kind::Array(_) = ty.kind() {
-            let items: Vec<PgParam> = v
-                .as_array()
-                .ok_or("expected an array")?
-                .iter()
-                .map(PgParam)
-                .collect();
-            return items.to_sql(ty, out);
-        }
-        match *ty {
-            Type::BOOL => v.as_bool().ok_or("expected a boolean")?.to_sql(ty, out),
-            Type::INT2 => i16::try_from(int(v)?)?.to_sql(ty, out),
-            Type::INT4 => i32::try_from(int(v)?)?.to_sql(ty, out),
-            Type::INT8 => int(v)?.to_sql(ty, out),
-            Type::OID => u32::try_from(int(v)?)?.to_sql(ty, out),
-            Type::FLOAT4 => (float(v)? as f32).to_sql(ty, out),
-            Type::FLOAT8 => float(v)?.to_sql(ty, out),
-            Type::NUMERIC => {
-                super::pg_numeric::encode(&number_text(v)?, out)?;
-                Ok(IsNull::No)
-            }
-            Type::JSON | Type::JSONB => v.to_sql(ty, out),
-            Type::UUID => uuid::Uuid::parse_str(text(v)?)?.to_sql(ty, out),
-            Type::TIMESTAMPTZ => DateTime::parse_from_rfc3339(text(v)?)?
-                .with_timezone(&Utc)
-                .to_sql(ty, out),
-            Type::TIMESTAMP => text(v)?.parse::<NaiveDateTime>()?.to_sql(ty, out),
-            Type::DATE => text(v)?.parse::<NaiveDate>()?.to_sql(ty, out),
-            Type::TIME => text(v)?.parse::<NaiveTime>()?.to_sql(ty, out),
-            Type::BYTEA => B64.decode(text(v)?)?.to_sql(ty, out),
-            // Text-like and unknown types take the value's text.
-            _ => match v {
-                Value::String(s) => s.as_str().to_sql(&Type::TEXT, out),
-                other => other.to_string().as_str().to_sql(&Type::TEXT, out),
-            },
-        }
+        bind(self.value, ty, out).map_err(|e| {
+            Box::new(BindError {
+                index: self.index,
+                why: format!("cannot be bound as {}: {e}", ty.name()),
+            }) as BoxError
+        })
     }
 
     fn accepts(_: &Type) -> bool {
@@ -201,6 +300,64 @@ impl ToSql for PgParam<'_> {
     }
 
     to_sql_checked!();
+}
+
+/// An array's element: bound as the element type; its errors are the array's.
+#[derive(Debug)]
+struct Element<'a>(&'a Value);
+
+impl ToSql for Element<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        bind(self.0, ty, out)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn bind(v: &Value, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    if v.is_null() {
+        return Ok(IsNull::Yes);
+    }
+    if let Kind::Array(_) = ty.kind() {
+        let items: Vec<Element> = v
+            .as_array()
+            .ok_or("expected an array")?
+            .iter()
+            .map(Element)
+            .collect();
+        return items.to_sql(ty, out);
+    }
+    match *ty {
+        Type::BOOL => v.as_bool().ok_or("expected a boolean")?.to_sql(ty, out),
+        Type::INT2 => i16::try_from(int(v)?)?.to_sql(ty, out),
+        Type::INT4 => i32::try_from(int(v)?)?.to_sql(ty, out),
+        Type::INT8 => int(v)?.to_sql(ty, out),
+        Type::OID => u32::try_from(int(v)?)?.to_sql(ty, out),
+        Type::FLOAT4 => (float(v)? as f32).to_sql(ty, out),
+        Type::FLOAT8 => float(v)?.to_sql(ty, out),
+        Type::NUMERIC => {
+            super::pg_numeric::encode(&number_text(v)?, out)?;
+            Ok(IsNull::No)
+        }
+        Type::JSON | Type::JSONB => v.to_sql(ty, out),
+        Type::UUID => uuid::Uuid::parse_str(text(v)?)?.to_sql(ty, out),
+        Type::TIMESTAMPTZ => DateTime::parse_from_rfc3339(text(v)?)?
+            .with_timezone(&Utc)
+            .to_sql(ty, out),
+        Type::TIMESTAMP => text(v)?.parse::<NaiveDateTime>()?.to_sql(ty, out),
+        Type::DATE => text(v)?.parse::<NaiveDate>()?.to_sql(ty, out),
+        Type::TIME => text(v)?.parse::<NaiveTime>()?.to_sql(ty, out),
+        Type::BYTEA => B64.decode(text(v)?)?.to_sql(ty, out),
+        // Text-like and unknown types take the value's text.
+        _ => match v {
+            Value::String(s) => s.as_str().to_sql(&Type::TEXT, out),
+            other => other.to_string().as_str().to_sql(&Type::TEXT, out),
+        },
+    }
 }
 
 fn int(v: &Value) -> Result<i64, BoxError> {

@@ -22,6 +22,9 @@ pub struct Compiled {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
     MissingEnv(String),
+    /// A variable or secret file that is there but empty: never a usable
+    /// value (an empty key or secret would match or sign anything).
+    EmptyEnv(String),
     /// A `{{ file./path }}` that cannot be read: the path and why.
     SecretFile(String, String),
     Invalid(String),
@@ -31,6 +34,7 @@ impl std::fmt::Display for TemplateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TemplateError::MissingEnv(v) => write!(f, "environment variable {v} is not set"),
+            TemplateError::EmptyEnv(v) => write!(f, "{v} is empty"),
             TemplateError::SecretFile(path, why) => write!(f, "secret file {path}: {why}"),
             TemplateError::Invalid(m) => f.write_str(m),
         }
@@ -50,11 +54,15 @@ pub fn substitute_env(
     while let Some((before, name, after)) = next_placeholder(rest)? {
         out.push_str(before);
         if let Some(var) = name.strip_prefix("env.") {
-            out.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?);
+            out.push_str(&env_value(var, env)?);
         } else if let Some(path) = name.strip_prefix("file.") {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| TemplateError::SecretFile(path.to_string(), e.kind().to_string()))?;
-            out.push_str(text.strip_suffix('\n').unwrap_or(&text));
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            if text.is_empty() {
+                return Err(TemplateError::EmptyEnv(format!("secret file {path}")));
+            }
+            out.push_str(text);
         } else {
             return Err(TemplateError::Invalid(format!(
                 "only {{{{ env.VAR }}}} or {{{{ file./path }}}} may appear here, not {{{{ {name} }}}}"
@@ -64,6 +72,17 @@ pub fn substitute_env(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The value of `{{ env.VAR }}`: missing and empty are both errors.
+fn env_value(var: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, TemplateError> {
+    match env(var) {
+        None => Err(TemplateError::MissingEnv(var.to_string())),
+        Some(value) if value.is_empty() => Err(TemplateError::EmptyEnv(format!(
+            "environment variable {var}"
+        ))),
+        Some(value) => Ok(value),
+    }
 }
 
 /// Compiles a statement: env placeholders are substituted, input placeholders
@@ -81,7 +100,7 @@ pub fn compile(
     while let Some((before, name, after)) = next_placeholder(rest)? {
         sql.push_str(before);
         if let Some(var) = name.strip_prefix("env.") {
-            sql.push_str(&env(var).ok_or_else(|| TemplateError::MissingEnv(var.to_string()))?);
+            sql.push_str(&env_value(var, env)?);
         } else if let Some(input) = name.strip_prefix("inputs.") {
             if input.is_empty() || !input.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(TemplateError::Invalid(format!(
@@ -202,6 +221,26 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_variable_or_secret_file_is_named_not_used() {
+        let env = |var: &str| (var == "EMPTY").then(String::new);
+        let e = substitute_env("key={{ env.EMPTY }}", &env).unwrap_err();
+        assert_eq!(e.to_string(), "environment variable EMPTY is empty");
+        let e = compile("SELECT '{{ env.EMPTY }}'", ParamStyle::Dollar, &env).unwrap_err();
+        assert_eq!(
+            e,
+            TemplateError::EmptyEnv("environment variable EMPTY".into())
+        );
+        let path = std::env::temp_dir().join(format!("hangar-empty-{}", std::process::id()));
+        std::fs::write(&path, "\n").unwrap();
+        let e = substitute_env(&format!("{{{{ file.{} }}}}", path.display()), &env).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("secret file {} is empty", path.display())
+        );
+    }
+
+    #[test]
     fn missing_env_is_named() {
         let e = compile("SELECT '{{ env.NOPE }}'", ParamStyle::Dollar, &env).unwrap_err();
         assert_eq!(e, TemplateError::MissingEnv("NOPE".into()));
@@ -242,6 +281,104 @@ mod tests {
             "SELECT * FROM t WHERE note = 'it''s' AND id IN ({{ inputs.a }}, {{ inputs.b }})",
         ] {
             assert!(compile(ok, ParamStyle::Dollar, &env).is_ok(), "{ok}");
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn no_env(_: &str) -> Option<String> {
+            None
+        }
+
+        /// Text where a value may stand next, with no quote or `$` in it.
+        fn fragment() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec![
+                "SELECT * FROM t WHERE a = ",
+                " AND b = ",
+                " OR lower(c) LIKE '%' || ",
+                ", ",
+                " + ",
+                " IN (",
+                ") LIMIT ",
+                " WHERE id <> ",
+                "\n  AND x >= ",
+            ])
+        }
+
+        fn placeholder() -> impl Strategy<Value = (String, bool)> {
+            ("[a-z_][a-z0-9_]{0,6}", any::<bool>())
+        }
+
+        proptest! {
+            #[test]
+            fn compile_never_panics(text in "\\PC{0,200}") {
+                let _ = compile(&text, ParamStyle::Dollar, &no_env);
+                let _ = compile(&text, ParamStyle::QuestionNumbered, &no_env);
+                let _ = substitute_env(&text, &no_env);
+            }
+
+            #[test]
+            fn compile_never_panics_on_brace_soup(text in "[{} .a-z'\"$?]{0,80}") {
+                let _ = compile(&text, ParamStyle::Dollar, &no_env);
+            }
+
+            /// Placeholders in value positions become numbered parameters,
+            /// one per distinct input in order of first use, and writing the
+            /// placeholders back gives the statement again.
+            #[test]
+            fn values_become_parameters_and_back(
+                parts in proptest::collection::vec((fragment(), placeholder()), 1..8),
+                style in prop::sample::select(vec![ParamStyle::Dollar, ParamStyle::QuestionNumbered]),
+            ) {
+                let mut statement = String::new();
+                for (frag, (name, spaced)) in &parts {
+                    statement.push_str(frag);
+                    if *spaced {
+                        statement.push_str(&format!("{{{{ inputs.{name} }}}}"));
+                    } else {
+                        statement.push_str(&format!("{{{{inputs.{name}}}}}"));
+                    }
+                }
+                let compiled = compile(&statement, style, &no_env).unwrap();
+                let mut expected: Vec<String> = Vec::new();
+                for (_, (name, _)) in &parts {
+                    if !expected.contains(name) {
+                        expected.push(name.clone());
+                    }
+                }
+                prop_assert_eq!(&compiled.params, &expected);
+                // Back: each parameter becomes its placeholder again.
+                let mut back = String::new();
+                let mut rest = compiled.sql.as_str();
+                let marker = if style == ParamStyle::Dollar { '$' } else { '?' };
+                while let Some(at) = rest.find(marker) {
+                    back.push_str(&rest[..at]);
+                    let digits: String = rest[at + 1..].chars().take_while(char::is_ascii_digit).collect();
+                    let n: usize = digits.parse().unwrap();
+                    back.push_str(&format!("{{{{ inputs.{} }}}}", compiled.params[n - 1]));
+                    rest = &rest[at + 1 + digits.len()..];
+                }
+                back.push_str(rest);
+                let normalized = statement.replace("{{inputs.", "{{ inputs.").replace("}}", " }}").replace("  }}", " }}");
+                prop_assert_eq!(back, normalized);
+            }
+
+            /// Input text never reaches the SQL: only the names do.
+            #[test]
+            fn a_placeholder_inside_quotes_is_refused(
+                before in "[a-z %]{0,20}",
+                name in "[a-z][a-z0-9_]{0,6}",
+            ) {
+                let statement = format!("SELECT * FROM t WHERE a = '{before}{{{{ inputs.{name} }}}}'");
+                let refused = matches!(
+                    compile(&statement, ParamStyle::Dollar, &no_env),
+                    Err(TemplateError::Invalid(_))
+                );
+                prop_assert!(refused);
+            }
         }
     }
 }

@@ -11,12 +11,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::asks::{AskGuard, Asks};
 use super::jsonrpc::{self, RpcError};
 use super::session::InFlight;
 use super::{McpState, Request, json_response, reply_error};
 use crate::config::ErrorStyle;
 use crate::pipeline::{
-    CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, Stage, ToolResult,
+    Askable, CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, Stage, ToolResult,
 };
 
 type CallOutcome = Result<ToolResult, CallError>;
@@ -38,6 +39,11 @@ struct Running {
     cancel_on_drop: CancelOnDrop,
     _in_flight: Option<InFlight>,
     errors: ErrorStyle,
+    /// Where questions to the client wait for their answers.
+    asks: Asks,
+    session_id: Option<String>,
+    /// The questions this call sent; forgotten when the stream ends.
+    _asked: Vec<AskGuard>,
 }
 
 pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
@@ -73,7 +79,14 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         .as_ref()
         .and_then(|s| s.log_level())
         .filter(|_| sse);
-    cx.events = EventSink::new(tx, min_log, sse && progress_token.is_some());
+    let askable = match (&req.session, sse) {
+        (_, false) => Askable::No("the request did not accept an SSE stream (text/event-stream)"),
+        (None, true) => {
+            Askable::No("the call has no MCP session, so the client's capabilities are unknown")
+        }
+        (Some(session), true) => session.askable(),
+    };
+    cx.events = EventSink::new(tx, min_log, sse && progress_token.is_some()).with_askable(askable);
 
     let mut running = Running {
         sink: cx.events.clone(),
@@ -91,6 +104,9 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         },
         id: req.id,
         errors: st.errors,
+        asks: st.asks.clone(),
+        session_id: req.session.as_ref().map(|s| s.id.clone()),
+        _asked: Vec::new(),
     };
 
     // Events that come before the result turn the answer into a stream.
@@ -137,19 +153,38 @@ pub(super) fn call_error(e: &CallError, trace_id: &str) -> RpcError {
         ErrorKind::NotFound => jsonrpc::METHOD_NOT_FOUND,
         _ => jsonrpc::SERVER_ERROR,
     };
+    let mut data = json!({ "stage": e.stage.as_str() });
+    if !trace_id.is_empty() {
+        data["trace_id"] = json!(trace_id);
+    }
+    if let Some(wait) = e.retry_after {
+        data["retry_after_ms"] = json!(wait.as_millis().max(1) as u64);
+    }
     RpcError {
         code,
         message: e.to_string(),
-        data: Some(if trace_id.is_empty() {
-            json!({ "stage": e.stage.as_str() })
-        } else {
-            json!({ "stage": e.stage.as_str(), "trace_id": trace_id })
-        }),
+        data: Some(data),
+    }
+}
+
+impl Running {
+    /// The JSON of one event: a notification, or a request to the client
+    /// (registered so its answer finds its way back).
+    fn message(&mut self, event: CallEvent) -> Vec<u8> {
+        match event {
+            CallEvent::Ask(ask) => {
+                let (body, guard) = self.asks.send(ask, self.session_id.as_deref());
+                self._asked.push(guard);
+                body
+            }
+            other => notification(other, &self.progress_token),
+        }
     }
 }
 
 fn notification(event: CallEvent, progress_token: &Option<Value>) -> Vec<u8> {
     match event {
+        CallEvent::Ask(_) => unreachable!("questions are sent by Running::message"),
         CallEvent::Log {
             level,
             logger,
@@ -175,7 +210,7 @@ fn notification(event: CallEvent, progress_token: &Option<Value>) -> Vec<u8> {
     }
 }
 
-fn sse_frame(json: &[u8]) -> Bytes {
+pub(super) fn sse_frame(json: &[u8]) -> Bytes {
     let mut frame = Vec::with_capacity(json.len() + 24);
     frame.extend_from_slice(b"event: message\ndata: ");
     frame.extend_from_slice(json);
@@ -184,24 +219,25 @@ fn sse_frame(json: &[u8]) -> Bytes {
 }
 
 /// Streams the call's events, then its result, then ends.
-fn stream(running: Running, first: CallEvent) -> Response {
-    let first = sse_frame(&notification(first, &running.progress_token));
+fn stream(mut running: Running, first: CallEvent) -> Response {
+    let first = sse_frame(&running.message(first));
     let rest = futures::stream::unfold(Some(running), |state| async move {
         let mut r = state?;
         tokio::select! {
             biased;
             Some(event) = r.events.recv() => {
-                let frame = sse_frame(&notification(event, &r.progress_token));
+                let frame = sse_frame(&r.message(event));
                 Some((Ok::<_, Infallible>(frame), Some(r)))
             }
             joined = &mut r.task => {
-                let Running { id, trace_id, cancel_on_drop, errors, mut events, sink, progress_token, .. } = r;
-                cancel_on_drop.disarm();
                 // Events still queued, then the one notice of what was dropped, then the result.
                 let mut frames = Vec::new();
-                while let Ok(event) = events.try_recv() {
-                    frames.extend_from_slice(&sse_frame(&notification(event, &progress_token)));
+                while let Ok(event) = r.events.try_recv() {
+                    let message = r.message(event);
+                    frames.extend_from_slice(&sse_frame(&message));
                 }
+                let Running { id, trace_id, cancel_on_drop, errors, sink, progress_token, .. } = r;
+                cancel_on_drop.disarm();
                 if let Some(notice) = sink.dropped_notice() {
                     frames.extend_from_slice(&sse_frame(&notification(notice, &progress_token)));
                 }

@@ -22,8 +22,12 @@ pub enum Incoming {
         method: String,
         params: Map<String, Value>,
     },
-    /// A response to something the server asked; accepted and ignored.
-    Response,
+    /// A response to something the server asked (elicitation, sampling):
+    /// `Ok(result)` or `Err(error object)`.
+    Response {
+        id: Value,
+        outcome: Result<Value, Value>,
+    },
 }
 
 /// Why a body is not a message we can handle.
@@ -90,8 +94,12 @@ impl Incoming {
             (Some(Value::String(method)), Some(id)) => Ok(Incoming::Request { id, method, params }),
             (Some(Value::String(method)), None) => Ok(Incoming::Notification { method, params }),
             (Some(_), _) => Err(invalid(id_value, "method must be a string")),
-            (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {
-                Ok(Incoming::Response)
+            (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+                let outcome = match obj.remove("error") {
+                    Some(error) => Err(error),
+                    None => Ok(obj.remove("result").unwrap_or(Value::Null)),
+                };
+                Ok(Incoming::Response { id, outcome })
             }
             (None, _) => Err(invalid(id_value, "a message needs a method")),
         }
@@ -103,6 +111,17 @@ fn invalid(id: Value, why: &str) -> Rejection {
         id,
         error: RpcError::new(INVALID_REQUEST, format!("Invalid Request: {why}")),
     }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`: a request to the client.
+pub fn request_body(id: &Value, method: &str, params: &Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": method,
+        "params": params,
+    }))
+    .expect("JSON values serialize")
 }
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}` as bytes, serialized in one pass.
@@ -169,7 +188,17 @@ mod tests {
             Incoming::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(n, Incoming::Notification { .. }));
         let resp = Incoming::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
-        assert!(matches!(resp, Incoming::Response));
+        assert!(matches!(resp, Incoming::Response { ref id, outcome: Ok(_) } if id == "a"));
+        let err =
+            Incoming::parse(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#)
+                .unwrap();
+        assert!(matches!(
+            err,
+            Incoming::Response {
+                outcome: Err(_),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -192,5 +221,157 @@ mod tests {
             code(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#),
             INVALID_REQUEST
         );
+    }
+}
+
+/// Properties of the decoder over arbitrary input: it never panics, it
+/// rejects with a JSON-RPC error code, and what the server writes it reads
+/// back unchanged.
+#[cfg(test)]
+mod properties {
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    /// JSON without floats (whose text form need not read back bit-exact).
+    fn exact_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..6).prop_map(Value::Array),
+                btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            exact_json(),
+            any::<f64>().prop_map(|f| json!(f)),
+            vec(any::<f64>(), 0..4).prop_map(|fs| json!(fs)),
+        ]
+    }
+
+    fn id() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ]
+    }
+
+    fn params() -> impl Strategy<Value = Map<String, Value>> {
+        btree_map(any::<String>(), exact_json(), 0..5).prop_map(|m| m.into_iter().collect())
+    }
+
+    /// Objects made of the message fields (and others), each with any value.
+    fn message_like() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![
+            Just("jsonrpc".to_string()),
+            Just("id".to_string()),
+            Just("method".to_string()),
+            Just("params".to_string()),
+            Just("result".to_string()),
+            Just("error".to_string()),
+            any::<String>(),
+        ];
+        let value = prop_oneof![Just(json!("2.0")), id(), any_json()];
+        btree_map(key, value, 0..7).prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    /// A rejection is -32700 or -32600, and its answer is a JSON-RPC error.
+    fn check_rejection(rejection: &Rejection) -> Result<(), TestCaseError> {
+        let code = rejection.error.code;
+        prop_assert!(
+            code == PARSE_ERROR || code == INVALID_REQUEST,
+            "code {code}"
+        );
+        let answer: Value =
+            serde_json::from_slice(&error_body(&rejection.id, &rejection.error)).unwrap();
+        prop_assert_eq!(&answer["jsonrpc"], "2.0");
+        prop_assert_eq!(&answer["error"]["code"], code);
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(body in vec(any::<u8>(), 0..512)) {
+            if let Err(rejection) = Incoming::parse(&body) {
+                check_rejection(&rejection)?;
+            }
+        }
+
+        #[test]
+        fn arbitrary_json_never_panics(value in prop_oneof![any_json(), message_like()]) {
+            let body = serde_json::to_vec(&value).unwrap();
+            match Incoming::parse(&body) {
+                Err(rejection) => check_rejection(&rejection)?,
+                // Whatever is accepted has the version, and a string method or an answer.
+                Ok(message) => {
+                    prop_assert_eq!(&value["jsonrpc"], "2.0");
+                    match message {
+                        Incoming::Request { method, .. } | Incoming::Notification { method, .. } => {
+                            prop_assert_eq!(&value["method"], &Value::String(method));
+                        }
+                        Incoming::Response { .. } => {
+                            prop_assert!(value.get("result").is_some() || value.get("error").is_some());
+                        }
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn requests_round_trip(id in id(), method in any::<String>(), params in params()) {
+            let body = request_body(&id, &method, &Value::Object(params.clone()));
+            match Incoming::parse(&body) {
+                Ok(Incoming::Request { id: i, method: m, params: p }) => {
+                    prop_assert_eq!(i, id);
+                    prop_assert_eq!(m, method);
+                    prop_assert_eq!(p, params);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        #[test]
+        fn notifications_round_trip(method in any::<String>(), params in params()) {
+            let body = notification_body(&method, &Value::Object(params.clone()));
+            match Incoming::parse(&body) {
+                Ok(Incoming::Notification { method: m, params: p }) => {
+                    prop_assert_eq!(m, method);
+                    prop_assert_eq!(p, params);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        #[test]
+        fn answers_round_trip(id in id(), result in exact_json(), code in any::<i64>(), message in any::<String>()) {
+            match Incoming::parse(&result_body(&id, &result)) {
+                Ok(Incoming::Response { id: i, outcome: Ok(r) }) => {
+                    prop_assert_eq!(i, id.clone());
+                    prop_assert_eq!(r, result);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+            let error = RpcError::new(code, message.clone());
+            match Incoming::parse(&error_body(&id, &error)) {
+                Ok(Incoming::Response { id: i, outcome: Err(e) }) => {
+                    prop_assert_eq!(i, id);
+                    prop_assert_eq!(e, json!({ "code": code, "message": message }));
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
     }
 }

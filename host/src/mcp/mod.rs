@@ -2,18 +2,22 @@
 //! and 2025-03-26): JSON-RPC framing, sessions, SSE for calls that report
 //! progress or logs, and DNS-rebinding protection.
 
+mod asks;
 mod calls;
 mod guard;
 mod jsonrpc;
+mod offers;
 mod session;
+mod stream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::{ACCEPT, ALLOW, CONTENT_TYPE};
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -25,9 +29,11 @@ pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
 use crate::config::ErrorStyle;
 use crate::pipeline::{CallContext, LogLevel, Pipeline, RequestInfo, Transport};
+use asks::Asks;
 use guard::Refusal;
 use jsonrpc::{Incoming, RpcError};
-use session::{Session, Sessions};
+pub use session::SessionReport;
+use session::{ClientAsks, Session, Sessions};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -39,15 +45,20 @@ pub struct McpState {
     pub errors: ErrorStyle,
     pub trace_ids: bool,
     sessions: Sessions,
+    /// Questions sent to clients, waiting for their answers.
+    asks: Asks,
 }
 
 impl McpState {
+    /// `max_sessions` live at once, each forgotten after `session_timeout` unused.
     pub fn new(
         pipeline: Pipeline,
         policy: OriginPolicy,
         page_size: usize,
         errors: ErrorStyle,
         trace_ids: bool,
+        max_sessions: usize,
+        session_timeout: Duration,
     ) -> McpState {
         McpState {
             pipeline,
@@ -55,8 +66,14 @@ impl McpState {
             page_size,
             errors,
             trace_ids,
-            sessions: Sessions::default(),
+            sessions: Sessions::new(max_sessions, session_timeout),
+            asks: Asks::default(),
         }
+    }
+
+    /// How many sessions are live, and how many were forgotten.
+    pub fn session_report(&self) -> SessionReport {
+        self.sessions.report()
     }
 }
 
@@ -102,7 +119,13 @@ async fn post_mcp(
         },
     };
     match message {
-        Incoming::Response => StatusCode::ACCEPTED.into_response(),
+        Incoming::Response { id, outcome } => {
+            let session_id = session.as_ref().map(|s| s.id.as_str());
+            if !st.asks.answer(&id, session_id, outcome) {
+                tracing::debug!(%id, "a response to no question waiting");
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
         Incoming::Notification { method, params } => {
             notification(session.as_deref(), &method, &params);
             StatusCode::ACCEPTED.into_response()
@@ -120,6 +143,14 @@ async fn post_mcp(
                 "tools/list" => tools_list(&st, &request).await,
                 "tools/call" => calls::tools_call(&st, request).await,
                 "logging/setLevel" => set_level(&request),
+                "resources/list" => offers::resources_list(&st, &request).await,
+                "resources/templates/list" => offers::templates_list(&st, &request).await,
+                "resources/read" => offers::resources_read(&st, &request).await,
+                "resources/subscribe" => offers::subscribe(&st, &request, true),
+                "resources/unsubscribe" => offers::subscribe(&st, &request, false),
+                "prompts/list" => offers::prompts_list(&st, &request).await,
+                "prompts/get" => offers::prompts_get(&st, &request).await,
+                "completion/complete" => offers::complete(&st, &request).await,
                 _ => reply_error(
                     &request.id,
                     &RpcError::new(
@@ -173,10 +204,12 @@ fn initialize(st: &McpState, id: &Value, params: &Map<String, Value>) -> Respons
     let version = requested
         .filter(|v| SUPPORTED_VERSIONS.contains(v))
         .unwrap_or(guard::LATEST_VERSION);
-    let session = st.sessions.create();
+    let session = st
+        .sessions
+        .create(ClientAsks::from_capabilities(params.get("capabilities")));
     let result = json!({
         "protocolVersion": version,
-        "capabilities": { "tools": { "listChanged": true }, "logging": {} },
+        "capabilities": capabilities(st),
         "serverInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
     });
     let mut response = reply(id, &result);
@@ -185,6 +218,25 @@ fn initialize(st: &McpState, id: &Value, params: &Map<String, Value>) -> Respons
         HeaderValue::from_str(&session.id).expect("session ids are ASCII"),
     );
     response
+}
+
+/// What the server offers, honestly: `listChanged` is false because no
+/// list-changed notification is ever sent (the catalog is fixed while the
+/// server runs); `subscribe` is true because updates are sent on the
+/// session's GET stream.
+fn capabilities(st: &McpState) -> Value {
+    let offered = st.pipeline.catalog().offered();
+    let mut caps = json!({ "tools": { "listChanged": false }, "logging": {} });
+    if !offered.resources.is_empty() || !offered.templates.is_empty() {
+        caps["resources"] = json!({ "subscribe": true, "listChanged": false });
+    }
+    if !offered.prompts.is_empty() {
+        caps["prompts"] = json!({ "listChanged": false });
+    }
+    if offered.completes() {
+        caps["completions"] = json!({});
+    }
+    caps
 }
 
 fn notification(session: Option<&Session>, method: &str, params: &Map<String, Value>) {
@@ -197,25 +249,39 @@ fn notification(session: Option<&Session>, method: &str, params: &Map<String, Va
 }
 
 async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
-    let start = match req.params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(cursor) => match cursor.as_str().and_then(decode_cursor) {
-            Some(offset) => offset,
-            None => return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor")),
-        },
-    };
     let principal = st.pipeline.listing_principal(&req.context(st)).await;
     let tools = st.pipeline.listed(principal.as_ref());
-    if start > tools.len() {
-        return reply_error(&req.id, &RpcError::invalid_params("Invalid cursor"));
+    match page(&req.params, &tools, st.page_size) {
+        Ok((page, next)) => {
+            let mut result = json!({ "tools": page });
+            if let Some(next) = next {
+                result["nextCursor"] = Value::String(next);
+            }
+            reply(&req.id, &result)
+        }
+        Err(e) => reply_error(&req.id, &e),
     }
-    let end = (start + st.page_size).min(tools.len());
-    let page = &tools[start..end];
-    let mut result = json!({ "tools": page });
-    if end < tools.len() {
-        result["nextCursor"] = Value::String(B64.encode(format!("offset:{end}")));
+}
+
+/// One page of a listing from `params.cursor`, and the next page's cursor.
+fn page<'a, T>(
+    params: &Map<String, Value>,
+    items: &'a [T],
+    page_size: usize,
+) -> Result<(&'a [T], Option<String>), RpcError> {
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(cursor) => cursor
+            .as_str()
+            .and_then(decode_cursor)
+            .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
+    };
+    if start > items.len() {
+        return Err(RpcError::invalid_params("Invalid cursor"));
     }
-    reply(&req.id, &result)
+    let end = (start + page_size).min(items.len());
+    let next = (end < items.len()).then(|| B64.encode(format!("offset:{end}")));
+    Ok((&items[start..end], next))
 }
 
 fn decode_cursor(cursor: &str) -> Option<usize> {
@@ -248,16 +314,30 @@ fn set_level(req: &Request) -> Response {
     }
 }
 
-/// `GET /mcp` would open a server-to-client stream; Hangar sends nothing unprompted.
+/// `GET /mcp` opens the session's stream of unprompted messages (resource
+/// updates it subscribed to).
 async fn get_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Response {
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
-    let mut response = StatusCode::METHOD_NOT_ALLOWED.into_response();
-    response
-        .headers_mut()
-        .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
-    response
+    let accepts = headers
+        .get_all(ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
+    if !accepts {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp answers text/event-stream only",
+        )
+            .into_response();
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response();
+    };
+    let Some(session) = st.sessions.get(id) else {
+        return (StatusCode::NOT_FOUND, "Session not found").into_response();
+    };
+    stream::open(session.open_stream(), st.pipeline.changes())
 }
 
 /// Ends a session.

@@ -1,15 +1,20 @@
-//! MCP sessions: issued on `initialize`, ended by `DELETE /mcp` or idleness.
+//! MCP sessions: issued on `initialize`, ended by `DELETE /mcp`, by
+//! idleness (`session_timeout`), or evicted when `max_sessions` are live.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use quick_cache::sync::Cache;
+use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, UnitWeighter};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::pipeline::{CancelToken, LogLevel};
+use crate::pipeline::{Askable, CancelToken, LogLevel};
 
-/// Sessions idle longer than this are forgotten.
-const IDLE_TTL: Duration = Duration::from_secs(3600);
+/// The longest pause between two sweeps for idle sessions.
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the server remembers of one client between requests.
 #[derive(Debug)]
@@ -20,16 +25,88 @@ pub struct Session {
     /// Calls running now, by JSON-RPC request id, so they can be cancelled.
     in_flight: Mutex<HashMap<String, CancelToken>>,
     last_seen: Mutex<Instant>,
+    /// What the client declared it answers (`initialize`'s capabilities).
+    asks: ClientAsks,
+    /// Resource URIs the client subscribed to.
+    subscriptions: Mutex<HashSet<String>>,
+    /// Which GET stream is the session's current one: opening a stream
+    /// replaces the one before (a client that lost its connection can open
+    /// another at once), and only the current one carries messages.
+    stream_gen: AtomicU64,
+    /// Wakes a replaced stream so it ends.
+    stream_replaced: tokio::sync::Notify,
+}
+
+/// The server-to-client requests a client declared it handles.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientAsks {
+    pub elicitation: bool,
+    pub sampling: bool,
+}
+
+impl ClientAsks {
+    /// From `initialize`'s `params.capabilities`.
+    pub fn from_capabilities(caps: Option<&serde_json::Value>) -> ClientAsks {
+        let has = |name: &str| {
+            caps.and_then(|c| c.get(name))
+                .is_some_and(|v| v.is_object())
+        };
+        ClientAsks {
+            elicitation: has("elicitation"),
+            sampling: has("sampling"),
+        }
+    }
 }
 
 impl Session {
-    fn new() -> Session {
+    fn new(asks: ClientAsks) -> Session {
         Session {
             id: uuid::Uuid::new_v4().simple().to_string(),
             log_level: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
             last_seen: Mutex::new(Instant::now()),
+            asks,
+            subscriptions: Mutex::new(HashSet::new()),
+            stream_gen: AtomicU64::new(0),
+            stream_replaced: tokio::sync::Notify::new(),
         }
+    }
+
+    /// What a call of this session may ask its client (on an SSE answer).
+    pub fn askable(&self) -> Askable {
+        Askable::Yes {
+            elicitation: self.asks.elicitation,
+            sampling: self.asks.sampling,
+        }
+    }
+
+    pub fn subscribe(&self, uri: &str) {
+        self.subscriptions.lock().unwrap().insert(uri.to_string());
+    }
+
+    /// False when the session was not subscribed to `uri`.
+    pub fn unsubscribe(&self, uri: &str) -> bool {
+        self.subscriptions.lock().unwrap().remove(uri)
+    }
+
+    pub fn subscribed(&self, uri: &str) -> bool {
+        self.subscriptions.lock().unwrap().contains(uri)
+    }
+
+    /// Makes a new GET stream the session's current one, ending the one before.
+    pub fn open_stream(self: &Arc<Self>) -> StreamClaim {
+        let generation = self.stream_gen.fetch_add(1, Ordering::AcqRel) + 1;
+        self.stream_replaced.notify_waiters();
+        StreamClaim {
+            session: self.clone(),
+            generation,
+        }
+    }
+
+    /// The session is gone (deleted, expired or evicted): its GET stream ends.
+    fn end(&self) {
+        self.stream_gen.fetch_add(1, Ordering::AcqRel);
+        self.stream_replaced.notify_waiters();
     }
 
     pub fn log_level(&self) -> Option<LogLevel> {
@@ -61,12 +138,41 @@ impl Session {
         }
     }
 
-    fn touch(&self) {
+    /// Marks the session as in use now (a request, or its GET stream still open).
+    pub fn touch(&self) {
         *self.last_seen.lock().unwrap() = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
         self.last_seen.lock().unwrap().elapsed()
+    }
+}
+
+/// One GET stream of a session, current until another replaces it.
+pub struct StreamClaim {
+    session: Arc<Session>,
+    generation: u64,
+}
+
+impl StreamClaim {
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Whether this is still the session's current stream.
+    pub fn current(&self) -> bool {
+        self.session.stream_gen.load(Ordering::Acquire) == self.generation
+    }
+
+    /// Resolves when a newer stream replaces this one.
+    pub async fn replaced(&self) {
+        loop {
+            let notified = self.session.stream_replaced.notified();
+            if !self.current() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -82,30 +188,223 @@ impl Drop for InFlight {
     }
 }
 
-/// Every live session.
-#[derive(Debug, Default)]
+/// Every live session: at most `max_sessions`, each forgotten after
+/// `session_timeout` unused.
+///
+/// A concurrent cache (`quick_cache`: sharded, short locks; nothing scans
+/// every session on the request path). At the cap, a new session evicts one
+/// by the cache's CLOCK-Pro policy: sessions not used since they were
+/// created go first, oldest first, so a flood of `initialize` mostly
+/// evicts its own sessions rather than those clients keep using. A
+/// background task forgets idle sessions.
 pub struct Sessions {
-    map: RwLock<HashMap<String, Arc<Session>>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    map: Cache<String, Arc<Session>, UnitWeighter, DefaultHashBuilder, Ending>,
+    max: usize,
+    ttl: Duration,
+    expired: AtomicU64,
+    evicted: Arc<AtomicU64>,
+}
+
+/// Ends an evicted session's GET stream, and counts it.
+#[derive(Clone, Default)]
+struct Ending(Arc<AtomicU64>);
+
+impl Lifecycle<String, Arc<Session>> for Ending {
+    type RequestState = ();
+
+    fn on_evict(&self, _: &mut (), _: String, session: Arc<Session>) {
+        session.end();
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What `/healthz` shows under `sessions`.
+#[derive(Debug, Serialize)]
+pub struct SessionReport {
+    pub open: usize,
+    pub max: usize,
+    pub expired: u64,
+    pub evicted: u64,
 }
 
 impl Sessions {
-    /// Starts a session, forgetting idle ones first.
-    pub fn create(&self) -> Arc<Session> {
-        let session = Arc::new(Session::new());
-        let mut map = self.map.write().unwrap();
-        map.retain(|_, s| s.idle_for() < IDLE_TTL);
-        map.insert(session.id.clone(), session.clone());
+    /// At most `max` sessions, each forgotten after `ttl` unused. Inside a
+    /// Tokio runtime, starts the task that sweeps idle ones; it stops when
+    /// the sessions are dropped.
+    pub fn new(max: usize, ttl: Duration) -> Sessions {
+        let max = max.max(1);
+        let evicted = Arc::new(AtomicU64::new(0));
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity(max)
+            .weight_capacity(max as u64)
+            .build()
+            .expect("valid cache options");
+        let map = Cache::with_options(
+            options,
+            UnitWeighter,
+            DefaultHashBuilder::default(),
+            Ending(evicted.clone()),
+        );
+        let inner = Arc::new(Inner {
+            map,
+            max,
+            ttl,
+            expired: AtomicU64::new(0),
+            evicted,
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep(Arc::downgrade(&inner)));
+        }
+        Sessions { inner }
+    }
+
+    /// Starts a session (evicting one when at the cap).
+    pub fn create(&self, asks: ClientAsks) -> Arc<Session> {
+        let session = Arc::new(Session::new(asks));
+        self.inner.map.insert(session.id.clone(), session.clone());
         session
     }
 
+    /// The live session `id`, marked as used now.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let session = self.map.read().unwrap().get(id).cloned()?;
+        let session = self.inner.map.get(id)?;
+        // Past its time but not swept yet: gone all the same.
+        if session.idle_for() >= self.inner.ttl {
+            self.inner.expire(id);
+            return None;
+        }
         session.touch();
         Some(session)
     }
 
     /// Ends a session; false when it did not exist.
     pub fn remove(&self, id: &str) -> bool {
-        self.map.write().unwrap().remove(id).is_some()
+        match self.inner.map.remove(id) {
+            Some((_, session)) => {
+                session.end();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn report(&self) -> SessionReport {
+        SessionReport {
+            open: self.inner.map.len(),
+            max: self.inner.max,
+            expired: self.inner.expired.load(Ordering::Relaxed),
+            evicted: self.inner.evicted.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Inner {
+    fn expire(&self, id: &str) {
+        if let Some((_, session)) = self
+            .map
+            .remove_if(id, |s: &Arc<Session>| s.idle_for() >= self.ttl)
+        {
+            session.end();
+            self.expired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets every session unused for `ttl`.
+    fn sweep(&self) {
+        let idle: Vec<String> = self
+            .map
+            .iter()
+            .filter(|(_, s)| s.idle_for() >= self.ttl)
+            .map(|(id, _)| id)
+            .collect();
+        for id in idle {
+            self.expire(&id);
+        }
+    }
+}
+
+/// Sweeps idle sessions a few times per `ttl` (at most a minute apart)
+/// while the sessions exist.
+async fn sweep(inner: Weak<Inner>) {
+    let Some(ttl) = inner.upgrade().map(|i| i.ttl) else {
+        return;
+    };
+    let every = (ttl / 4).clamp(Duration::from_millis(100), MAX_SWEEP_INTERVAL);
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match inner.upgrade() {
+            Some(inner) => inner.sweep(),
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_the_cap_a_new_session_evicts_an_old_one_and_is_kept() {
+        let sessions = Sessions::new(3, Duration::from_secs(3600));
+        let ids: Vec<String> = (0..20)
+            .map(|_| sessions.create(ClientAsks::default()).id.clone())
+            .collect();
+        let live = ids.iter().filter(|id| sessions.get(id).is_some()).count();
+        assert!(live <= 3, "{live} sessions live");
+        assert!(sessions.get(ids.last().unwrap()).is_some());
+        assert!(sessions.report().evicted >= 17);
+    }
+
+    #[test]
+    fn a_session_used_again_outlives_a_flood_of_new_ones() {
+        let sessions = Sessions::new(50, Duration::from_secs(3600));
+        let kept = sessions.create(ClientAsks::default()).id.clone();
+        for _ in 0..10 {
+            for _ in 0..20 {
+                sessions.create(ClientAsks::default());
+            }
+            assert!(sessions.get(&kept).is_some());
+        }
+        assert!(sessions.report().open <= 50);
+    }
+
+    #[test]
+    fn an_idle_session_is_gone_and_its_stream_ends() {
+        let sessions = Sessions::new(10, Duration::from_millis(50));
+        let session = sessions.create(ClientAsks::default());
+        let claim = session.open_stream();
+        assert!(claim.current());
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(sessions.get(&session.id).is_none());
+        assert!(!claim.current());
+        let report = sessions.report();
+        assert_eq!((report.open, report.expired), (0, 1));
+    }
+
+    #[test]
+    fn a_deleted_session_ends_its_stream() {
+        let sessions = Sessions::new(10, Duration::from_secs(60));
+        let session = sessions.create(ClientAsks::default());
+        let claim = session.open_stream();
+        assert!(sessions.remove(&session.id));
+        assert!(!claim.current());
+        assert!(!sessions.remove(&session.id));
+    }
+
+    #[tokio::test]
+    async fn the_sweeper_forgets_idle_sessions() {
+        let sessions = Sessions::new(10, Duration::from_millis(100));
+        for _ in 0..5 {
+            sessions.create(ClientAsks::default());
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(sessions.report().open, 0);
+        assert_eq!(sessions.report().expired, 5);
     }
 }

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+use super::ask::{Ask, AskError, AskKind, Askable};
 
 /// MCP log levels, lowest first; the order is the severity order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
@@ -27,8 +29,9 @@ pub struct Principal {
     pub claims: serde_json::Value,
 }
 
-/// Something a running call reports before its result.
-#[derive(Debug, Clone)]
+/// Something a running call reports before its result, or a question it
+/// puts to its client.
+#[derive(Debug)]
 pub enum CallEvent {
     Log {
         level: LogLevel,
@@ -40,6 +43,8 @@ pub enum CallEvent {
         total: Option<f64>,
         message: Option<String>,
     },
+    /// Not counted against the event budget: the guest waits for its answer.
+    Ask(Ask),
 }
 
 /// Where a call's events go, which of them the caller wants, and how many it
@@ -51,6 +56,8 @@ pub struct EventSink {
     min_log: Option<LogLevel>,
     progress: bool,
     budget: Arc<EventBudget>,
+    /// What the client may be asked on this call.
+    askable: Askable,
 }
 
 /// The per-call event allowance, shared by every clone of a sink (auth,
@@ -108,7 +115,43 @@ impl EventSink {
             min_log,
             progress,
             budget: Arc::default(),
+            askable: Askable::default(),
         }
+    }
+
+    /// This sink, able to carry questions the client declared it answers.
+    pub fn with_askable(mut self, askable: Askable) -> EventSink {
+        self.askable = askable;
+        self
+    }
+
+    /// Puts a question to the client and waits for its answer until `until`.
+    pub async fn ask(
+        &self,
+        kind: AskKind,
+        params: serde_json::Value,
+        until: std::time::Instant,
+    ) -> Result<serde_json::Value, AskError> {
+        self.askable.check(kind)?;
+        let Some(tx) = &self.tx else {
+            return Err(AskError::Unsupported("this call has no stream".into()));
+        };
+        let (answer, answered) = oneshot::channel();
+        let ask = async {
+            tx.send(CallEvent::Ask(Ask {
+                kind,
+                params,
+                answer,
+            }))
+            .await
+            .map_err(|_| AskError::Failed("the client went away".into()))?;
+            answered.await.map_err(|_| {
+                AskError::Failed("the call's stream closed before the client answered".into())
+            })?
+        };
+        tokio::time::timeout_at(until.into(), ask)
+            .await
+            .unwrap_or(Err(AskError::Timeout))
     }
 
     /// Sets the call's budget (the resolved tool's `max_events` and `max_event_bytes`).

@@ -9,6 +9,7 @@ pub enum Stage {
     Resolve,
     Auth,
     InputMap,
+    RateLimit,
     Validate,
     Env,
     Connector,
@@ -23,6 +24,7 @@ impl Stage {
             Stage::Resolve => "resolve",
             Stage::Auth => "auth",
             Stage::InputMap => "input_map",
+            Stage::RateLimit => "rate_limit",
             Stage::Validate => "validate",
             Stage::Env => "env",
             Stage::Connector => "connector",
@@ -43,8 +45,26 @@ pub enum ErrorKind {
     /// No concurrency permit or instance slot came free in time; the
     /// message starts with `busy:` and the caller may retry.
     Busy,
+    /// The caller is over a rate limit; `retry_after` says for how long.
+    RateLimited,
     Cancelled,
     Failed,
+}
+
+impl ErrorKind {
+    /// The name used in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Limit => "limit",
+            ErrorKind::Busy => "busy",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Failed => "failed",
+        }
+    }
 }
 
 /// A call that did not produce a result.
@@ -54,6 +74,8 @@ pub struct CallError {
     pub kind: ErrorKind,
     /// Safe to show to the caller.
     pub message: String,
+    /// When the caller may try again (rate limits).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl CallError {
@@ -62,6 +84,7 @@ impl CallError {
             stage,
             kind,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -71,6 +94,29 @@ impl CallError {
             ErrorKind::NotFound,
             format!("Tool not found: {tool}"),
         )
+    }
+
+    pub fn resource_not_found(uri: &str) -> CallError {
+        CallError::new(
+            Stage::Resolve,
+            ErrorKind::NotFound,
+            format!("Resource not found: {uri}"),
+        )
+    }
+
+    pub fn prompt_not_found(name: &str) -> CallError {
+        CallError::new(
+            Stage::Resolve,
+            ErrorKind::NotFound,
+            format!("Prompt not found: {name}"),
+        )
+    }
+
+    pub fn rate_limited(message: String, retry_after: std::time::Duration) -> CallError {
+        CallError {
+            retry_after: Some(retry_after),
+            ..CallError::new(Stage::RateLimit, ErrorKind::RateLimited, message)
+        }
     }
 
     pub fn cancelled(stage: Stage) -> CallError {

@@ -6,13 +6,21 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
-use super::{ArgsValidator, CallContext, CallError, Content, Pipeline, Principal, ToolResult};
+use super::{
+    ArgsValidator, CallContext, CallError, Content, ErrorKind, Pipeline, Principal, Stage,
+    ToolResult,
+};
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::CatalogMode;
 
 pub const SEARCH: &str = "search_tools";
 pub const READ: &str = "read_tool";
 pub const CALL: &str = "call_tool";
+
+/// The longest `search_tools` query, in characters; a longer one is refused
+/// before any search work (and before schema validation, whose message
+/// would quote the whole text).
+pub const MAX_QUERY_CHARS: usize = 1000;
 
 struct Meta {
     def: ToolDef,
@@ -42,7 +50,7 @@ static METAS: LazyLock<[Meta; 3]> = LazyLock::new(|| {
             SEARCH,
             "Find tools by what they do. Answers the best matches with their names (paths), titles, descriptions and whether they are destructive; read one with read_tool, run it with call_tool.",
             json!({ "type": "object", "properties": {
-                "query": { "type": "string", "description": "What you want to do, in words" },
+                "query": { "type": "string", "maxLength": MAX_QUERY_CHARS, "description": "What you want to do, in words" },
                 "limit": { "type": "integer", "minimum": 1, "maximum": 50, "default": 5 }
             }, "required": ["query"] }),
             true,
@@ -87,6 +95,25 @@ fn json_result(value: Value) -> ToolResult {
     }
 }
 
+/// Refuses a `search_tools` query over [`MAX_QUERY_CHARS`], naming its length only.
+fn check_query(args: &Value) -> Result<(), CallError> {
+    let Some(query) = args.get("query").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    // Counting stops past the limit: a huge query costs no more than a long one.
+    if query.chars().nth(MAX_QUERY_CHARS).is_none() {
+        return Ok(());
+    }
+    Err(CallError::new(
+        Stage::Validate,
+        ErrorKind::Invalid,
+        format!(
+            "invalid arguments: /query: {} characters, at most {MAX_QUERY_CHARS}",
+            query.chars().count()
+        ),
+    ))
+}
+
 impl Pipeline {
     /// Runs a meta-tool (`is_meta` said it is one).
     pub(super) async fn call_meta(
@@ -99,6 +126,9 @@ impl Pipeline {
             .iter()
             .find(|m| m.def.name == name)
             .expect("a meta-tool");
+        if name == SEARCH {
+            check_query(&args)?;
+        }
         let args = m.validator.validate(args)?;
         let principal = self.listing_principal(cx).await;
         match name {

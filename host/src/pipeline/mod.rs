@@ -2,9 +2,14 @@
 //! execute → output map. Surfaces (MCP, REST) build a [`CallContext`] and
 //! hand the call to [`Pipeline::call`]; stages know nothing of transports.
 
+mod access;
+mod ask;
+mod changes;
 mod context;
 mod error;
 pub mod meta;
+mod offered;
+mod offers;
 mod result;
 mod validate;
 
@@ -12,11 +17,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
+pub use changes::ResourceChanges;
 pub use context::{
     CallContext, CallEvent, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal, RequestInfo,
     Transport,
 };
 pub use error::{CallError, ErrorKind, Stage};
+pub use offered::{
+    CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
+    PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
+};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use validate::ArgsValidator;
 
@@ -26,11 +37,26 @@ use crate::catalog::{Backend, Catalog, CatalogTool};
 #[derive(Clone)]
 pub struct Pipeline {
     catalog: Arc<Catalog>,
+    /// Resources guests announced as changed, for subscribed clients.
+    changes: ResourceChanges,
 }
 
 impl Pipeline {
     pub fn new(catalog: Arc<Catalog>) -> Pipeline {
-        Pipeline { catalog }
+        Pipeline {
+            catalog,
+            changes: ResourceChanges::default(),
+        }
+    }
+
+    /// This pipeline, announcing changes on `changes` (the guests' channel).
+    pub fn with_changes(mut self, changes: ResourceChanges) -> Pipeline {
+        self.changes = changes;
+        self
+    }
+
+    pub fn changes(&self) -> &ResourceChanges {
+        &self.changes
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -39,7 +65,20 @@ impl Pipeline {
 
     /// Runs one call through every stage; the first stage that fails ends
     /// it, and no later stage runs. The auth stage sets `cx.principal`.
+    /// Each call leaves one access line in the log (`hangar::access`).
     pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        cx: &mut CallContext,
+    ) -> Result<ToolResult, CallError> {
+        let started = std::time::Instant::now();
+        let outcome = self.run_stages(name, args, cx).await;
+        access::log(name, cx, &outcome, started.elapsed());
+        outcome
+    }
+
+    async fn run_stages(
         &self,
         name: &str,
         args: Value,
@@ -78,6 +117,9 @@ impl Pipeline {
         if !stages.visible(cx.principal.as_ref()) {
             return Err(CallError::not_found(name));
         }
+
+        proceed(cx, Stage::RateLimit)?;
+        tool.rate.admit(cx)?;
 
         proceed(cx, Stage::InputMap)?;
         let mut args = match &stages.input_map {
@@ -184,6 +226,6 @@ async fn execute(
                 .call(cx, guest_name, args, &tool.limits, gate.as_deref())
                 .await
         }
-        Backend::Sql(db) => db.execute(args, cx.principal.as_ref()).await,
+        Backend::Sql(db) => db.execute(args, cx.principal.as_ref(), &cx.cancel).await,
     }
 }

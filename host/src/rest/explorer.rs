@@ -1,5 +1,6 @@
-//! The tool explorer page at `/ui`: one HTML file with its script and
-//! styles inline, embedded in the binary (no CDN; works offline).
+//! The explorer page at `/ui` (tools, resources, prompts): one HTML file
+//! with its script and styles inline, embedded in the binary (no CDN; works
+//! offline).
 
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};

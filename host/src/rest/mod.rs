@@ -1,7 +1,9 @@
 //! The REST surface: `GET /tools`, `GET /tools/{name}`,
-//! `POST /tools/{name}/call`, `GET /openapi.json`, and the explorer page at `/ui`.
+//! `POST /tools/{name}/call`, resources and prompts (see [`offers`]),
+//! `GET /openapi.json`, and the explorer page at `/ui`.
 
 mod explorer;
+mod offers;
 mod openapi;
 
 use std::net::SocketAddr;
@@ -40,6 +42,7 @@ pub fn router(rest: Rest) -> Router {
         .route("/tools", get(list))
         .route("/tools/{name}", get(describe))
         .route("/tools/{name}/call", post(call))
+        .merge(offers::routes())
         .route("/openapi.json", get(openapi_json));
     let router = if ui {
         router.route("/ui", get(explorer_page))
@@ -49,8 +52,16 @@ pub fn router(rest: Rest) -> Router {
     router.with_state(Arc::new(rest))
 }
 
-async fn openapi_json(State(rest): State<Arc<Rest>>) -> Response {
-    Json(openapi::document(rest.pipeline.catalog())).into_response()
+/// The document for the caller: the tools `GET /tools` lists it, no others.
+async fn openapi_json(
+    State(rest): State<Arc<Rest>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let cx = context(&rest, "GET", "/openapi.json", &headers, client);
+    let principal = rest.pipeline.listing_principal(&cx).await;
+    let tools = rest.pipeline.listed(principal.as_ref());
+    Json(openapi::document(&tools)).into_response()
 }
 
 async fn explorer_page(State(rest): State<Arc<Rest>>) -> Response {
@@ -69,12 +80,18 @@ struct Summary<'a> {
 }
 
 /// A context for a REST request, as the auth stage sees it.
-fn context(rest: &Rest, path: &str, headers: &HeaderMap, client: SocketAddr) -> CallContext {
+fn context(
+    rest: &Rest,
+    method: &str,
+    path: &str,
+    headers: &HeaderMap,
+    client: SocketAddr,
+) -> CallContext {
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     let mut cx = CallContext::traced(traceparent, rest.trace_ids);
     cx.request = Some(Arc::new(RequestInfo::new(
         Transport::Rest,
-        "GET",
+        method,
         path,
         headers,
         Some(client),
@@ -89,7 +106,7 @@ async fn list(
 ) -> Response {
     let principal = rest
         .pipeline
-        .listing_principal(&context(&rest, "/tools", &headers, client))
+        .listing_principal(&context(&rest, "GET", "/tools", &headers, client))
         .await;
     let tools: Vec<Summary> = rest
         .pipeline
@@ -111,7 +128,7 @@ async fn describe(
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, &format!("/tools/{name}"), &headers, client);
+    let cx = context(&rest, "GET", &format!("/tools/{name}"), &headers, client);
     let principal = rest.pipeline.listing_principal(&cx).await;
     let listed = rest.pipeline.listed(principal.as_ref());
     match listed.into_iter().find(|d| d.name == name) {
@@ -120,13 +137,22 @@ async fn describe(
     }
 }
 
-/// A `CallToolResult` with the trace id in `_meta` (no `_meta` without one).
+/// A result with the trace id in `_meta` (no `_meta` without one).
 #[derive(Serialize)]
-struct Traced<'a> {
+struct Traced<'a, T> {
     #[serde(flatten)]
-    result: &'a ToolResult,
+    result: &'a T,
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<Value>,
+}
+
+impl<'a, T: Serialize> Traced<'a, T> {
+    fn new(result: &'a T, trace_id: &str) -> Self {
+        Traced {
+            result,
+            meta: (!trace_id.is_empty()).then(|| json!({ "_trace_id": trace_id })),
+        }
+    }
 }
 
 /// Preconditions in order: execution allowed, tool known, body (non-JSON is
@@ -149,16 +175,8 @@ async fn call(
     }
     // A body that is not JSON is taken as no arguments.
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
-    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let mut cx = CallContext::traced(traceparent, rest.trace_ids);
     let path = format!("/tools/{name}/call");
-    cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Rest,
-        "POST",
-        &path,
-        &headers,
-        Some(client),
-    )));
+    let mut cx = context(&rest, "POST", &path, &headers, client);
     let outcome = p.call(&name, args, &mut cx).await;
     let result = match outcome {
         Ok(result) => result,
@@ -177,15 +195,24 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
     match e.kind {
         ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.message),
         ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
-        ErrorKind::Busy => {
+        ErrorKind::Busy => retry_later(traced(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &ToolResult::error(e.to_string()),
+            trace_id,
+        )),
+        ErrorKind::RateLimited => {
             let mut response = traced(
-                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::TOO_MANY_REQUESTS,
                 &ToolResult::error(e.to_string()),
                 trace_id,
             );
+            // Whole seconds, rounded up: a client waiting that long fits.
+            let secs = e
+                .retry_after
+                .map_or(1, |d| d.as_millis().div_ceil(1000).max(1));
             response
                 .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(RETRY_AFTER, HeaderValue::from(secs as u64));
             response
         }
         _ => traced(
@@ -197,11 +224,15 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
 }
 
 fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
-    let body = Traced {
-        result,
-        meta: (!trace_id.is_empty()).then(|| json!({ "_trace_id": trace_id })),
-    };
-    (status, Json(body)).into_response()
+    (status, Json(Traced::new(result, trace_id))).into_response()
+}
+
+/// Asks the caller to retry a `busy` answer in a second.
+fn retry_later(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 fn error(status: StatusCode, message: &str) -> Response {

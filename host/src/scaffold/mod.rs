@@ -1,7 +1,8 @@
 //! `hangar new`: writes a minimal, buildable plugin project — the WIT
 //! included, a `build.sh` — for a tool, an auth check or a mapper, in Rust,
 //! Python or JavaScript; with `--http`, a tool that calls a JSON API through
-//! `wasi:http` (Rust with `wstd`, JavaScript with `fetch`).
+//! `wasi:http` (Rust with `wstd`, JavaScript with `fetch`, Python with a small
+//! client over componentize-py's `wasi:http` bindings).
 
 use std::path::Path;
 
@@ -20,9 +21,31 @@ pub enum Lang {
     Js,
 }
 
-const WIT_TYPES: &str = include_str!("../../../wit/types.wit");
-const WIT_WORLDS: &str = include_str!("../../../wit/worlds.wit");
-const WIT_KV: &str = include_str!("../../../wit/kv.wit");
+/// The `hangar:plugin` package, file by file (`server.wit` holds the
+/// `client` interface every tool world imports).
+const WIT_FILES: &[(&str, &str)] = &[
+    ("kv.wit", include_str!("../../../wit/kv.wit")),
+    ("server.wit", include_str!("../../../wit/server.wit")),
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("worlds.wit", include_str!("../../../wit/worlds.wit")),
+];
+/// The WASI packages `worlds.wit` refers to (for the `tool-http` world),
+/// vendored in `wit/deps/`.
+const WIT_DEPS: [(&str, &str); 7] = [
+    ("cli.wit", include_str!("../../../wit/deps/cli.wit")),
+    ("clocks.wit", include_str!("../../../wit/deps/clocks.wit")),
+    (
+        "filesystem.wit",
+        include_str!("../../../wit/deps/filesystem.wit"),
+    ),
+    ("http.wit", include_str!("../../../wit/deps/http.wit")),
+    ("io.wit", include_str!("../../../wit/deps/io.wit")),
+    ("random.wit", include_str!("../../../wit/deps/random.wit")),
+    ("sockets.wit", include_str!("../../../wit/deps/sockets.wit")),
+];
+/// The Python `--http` tool's client over the wasi:http bindings, the one
+/// `plugins/py-http` uses.
+const PY_HTTP_CLIENT: &str = include_str!("../../../plugins/py-http/http_client.py");
 
 fn source(kind: Kind, lang: Lang) -> &'static str {
     match (lang, kind) {
@@ -43,17 +66,16 @@ fn http_source(lang: Lang) -> anyhow::Result<&'static str> {
     match lang {
         Lang::Rust => Ok(include_str!("rust_tool_http.rs.txt")),
         Lang::Js => Ok(include_str!("js_tool_http.js.txt")),
-        Lang::Python => anyhow::bail!(
-            "--http is not available for Python yet: componentize-py 0.25 generates \
-             wasi:http bindings only for a world that imports wasi:http, and Hangar's \
-             tool world does not; write the tool in Rust or JavaScript (--lang rust|js), \
-             or see docs/plugins.md"
-        ),
+        Lang::Python => Ok(include_str!("py_tool_http.py.txt")),
     }
 }
 
-fn world(kind: Kind) -> &'static str {
+/// The world a project is built against: a Python `--http` tool needs
+/// `tool-http` for componentize-py to generate the `wasi:http` bindings
+/// (Rust and JavaScript get the import from their HTTP library).
+fn world(kind: Kind, lang: Lang, http: bool) -> &'static str {
     match kind {
+        Kind::Tool if http && lang == Lang::Python => "tool-http",
         Kind::Tool => "tool",
         Kind::Auth => "auth",
         Kind::Mapper => "mapper",
@@ -97,11 +119,14 @@ pub fn create_with(
     if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
         anyhow::bail!("{} exists and is not empty", dir.display());
     }
-    std::fs::create_dir_all(dir.join("wit"))?;
-    std::fs::write(dir.join("wit/types.wit"), WIT_TYPES)?;
-    std::fs::write(dir.join("wit/worlds.wit"), WIT_WORLDS)?;
-    std::fs::write(dir.join("wit/kv.wit"), WIT_KV)?;
-    let world = world(kind);
+    std::fs::create_dir_all(dir.join("wit/deps"))?;
+    for (file, text) in WIT_FILES {
+        std::fs::write(dir.join("wit").join(file), text)?;
+    }
+    for (file, text) in WIT_DEPS {
+        std::fs::write(dir.join("wit/deps").join(file), text)?;
+    }
+    let world = world(kind, lang, http);
     let code = template.replace("{{name}}", name);
     let build = match lang {
         Lang::Rust => {
@@ -117,6 +142,9 @@ cp "${{CARGO_TARGET_DIR:-target}}/wasm32-wasip2/release/{lib}.wasm" {name}.wasm"
         }
         Lang::Python => {
             std::fs::write(dir.join("app.py"), code)?;
+            if http {
+                std::fs::write(dir.join("http_client.py"), PY_HTTP_CLIENT)?;
+            }
             format!(
                 r#""${{COMPONENTIZE_PY:-componentize-py}}" -d wit -w {world} componentize app -o {name}.wasm"#
             )
@@ -223,7 +251,7 @@ mod tests {
                 assert!(!all.contains("{{name}}"));
             }
         }
-        for lang in [Lang::Rust, Lang::Js] {
+        for lang in [Lang::Rust, Lang::Js, Lang::Python] {
             let dir = root.join(format!("http-{lang:?}"));
             create_with(Kind::Tool, "demo", lang, &dir, true).unwrap();
             let src = dir.join("src");
@@ -242,18 +270,13 @@ mod tests {
         );
         let js_build = std::fs::read_to_string(root.join("http-Js/build.sh")).unwrap();
         assert!(js_build.contains("-d fetch-event") && !js_build.contains("-d http"));
-        let py = create_with(
-            Kind::Tool,
-            "demo",
-            Lang::Python,
-            &root.join("http-py"),
-            true,
-        );
-        assert!(
-            py.unwrap_err()
-                .to_string()
-                .contains("not available for Python")
-        );
+        let py_build = std::fs::read_to_string(root.join("http-Python/build.sh")).unwrap();
+        assert!(py_build.contains("-w tool-http componentize app"));
+        assert!(root.join("http-Python/http_client.py").exists());
+        assert!(root.join("http-Python/wit/deps/http.wit").exists());
+        let plain_py = std::fs::read_to_string(root.join("Tool-Python/build.sh")).unwrap();
+        assert!(plain_py.contains("-w tool componentize app"));
+        assert!(!root.join("Tool-Python/http_client.py").exists());
         assert!(
             create_with(
                 Kind::Auth,
@@ -267,5 +290,31 @@ mod tests {
         assert!(create(Kind::Tool, "Bad Name", Lang::Rust, &root.join("x")).is_err());
         assert!(create(Kind::Tool, "demo", Lang::Rust, &root.join("Tool-Rust")).is_err());
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn writes_every_wit_file() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wit"))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let written: Vec<&str> = WIT_FILES.iter().map(|(file, _)| *file).collect();
+        assert_eq!(files, written);
+    }
+
+    #[test]
+    fn writes_every_vendored_wit_dep() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/deps");
+        let mut vendored: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        vendored.sort();
+        let written: Vec<&str> = WIT_DEPS.iter().map(|(file, _)| *file).collect();
+        assert_eq!(vendored, written);
     }
 }

@@ -12,7 +12,7 @@ use super::sched::{Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta};
 use crate::config::Limits;
 use crate::pipeline::{
-    CallContext, CallError, ErrorKind, Principal, RequestInfo, Stage, Transport,
+    CallContext, CallError, ErrorKind, EventSink, Principal, RequestInfo, Stage, Transport,
 };
 
 /// An auth check, instantiated fresh for every call it guards.
@@ -39,7 +39,7 @@ impl AuthPlugin {
     }
 
     /// Runs `authenticate`. A refusal is `Unauthorized` with a generic
-    /// message; the plugin's reason goes to the log only. No free instance
+    /// message; the plugin's reason, and whatever it logs, go to the log only. No free instance
     /// slot is `busy:`, not a refusal.
     pub async fn authenticate(
         &self,
@@ -50,12 +50,14 @@ impl AuthPlugin {
     ) -> Result<Principal, CallError> {
         let until = Instant::now() + limits.queue_timeout;
         let _slot = self.sched.slot(Pool::Stages, until, Stage::Auth).await?;
+        // No event sink: what the check logs goes to the host log only,
+        // never to the caller (it would tell a hidden tool from an unknown one).
         let mut store = state::store(
             self.pre.engine(),
             &self.meta,
             limits,
             &cx.cancel,
-            cx.events.clone(),
+            EventSink::default(),
             super::tool::trace(cx),
             &self.sched,
         );

@@ -1,5 +1,5 @@
 //! Host-side bindings of the `hangar:plugin` worlds, generated from `wit/`.
-//! The `host`, `config`, `kv` and `types` interfaces are generated once (in
+//! The `host`, `config`, `kv`, `client` and `types` interfaces are generated once (in
 //! `tool`) and shared by the other worlds.
 
 pub mod tool {
@@ -11,6 +11,27 @@ pub mod tool {
         imports: {
             "hangar:plugin/credentials.get": async,
             "hangar:plugin/kv": async,
+            "hangar:plugin/client.elicit": async,
+            "hangar:plugin/client.sample": async,
+        },
+    });
+}
+
+/// The `server` world: `tool` plus the exported `resources`, `prompts` and
+/// `completion` interfaces. Only their export bindings are used (each looked
+/// up on its own, since a component may export any of them).
+pub mod server {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "server",
+        exports: { default: async },
+        with: {
+            "hangar:plugin/types": super::tool::hangar::plugin::types,
+            "hangar:plugin/host": super::tool::hangar::plugin::host,
+            "hangar:plugin/config": super::tool::hangar::plugin::config,
+            "hangar:plugin/credentials": super::tool::hangar::plugin::credentials,
+            "hangar:plugin/kv": super::tool::hangar::plugin::kv,
+            "hangar:plugin/client": super::tool::hangar::plugin::client,
         },
     });
 }

@@ -38,8 +38,13 @@ impl CompiledCache {
         }
     }
 
-    /// Loads the component for `bytes`, from the cache when possible.
-    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> anyhow::Result<(Component, Origin)> {
+    /// Loads the component for `bytes` (read from `path`), from the cache when possible.
+    pub fn load(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        bytes: &[u8],
+    ) -> anyhow::Result<(Component, Origin)> {
         let entry = self.entry_for(bytes);
         if entry.exists() {
             // SAFETY: entries are written only by `store` below from a
@@ -52,6 +57,9 @@ impl CompiledCache {
                 }
             }
         }
+        // Compiling a Python or JavaScript component takes seconds: say so
+        // first, so a first start-up does not look hung.
+        tracing::info!(path = %path.display(), bytes = bytes.len(), "compiling component");
         let component = Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         if let Err(e) = self.store(&entry, &component) {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache: {e}");

@@ -4,6 +4,7 @@
 mod auth;
 mod bindings;
 mod cache;
+mod client;
 pub mod credentials;
 pub mod engine;
 mod guest_log;
@@ -11,6 +12,7 @@ pub mod http;
 pub mod kv;
 mod limits;
 mod mapper;
+mod offers;
 pub mod sched;
 mod state;
 mod stderr;
@@ -25,6 +27,7 @@ use wasmtime::component::{Component, Linker};
 pub use auth::AuthPlugin;
 pub use cache::Origin;
 pub use mapper::MapperPlugin;
+pub use offers::Listing;
 pub use state::PluginMeta;
 pub use tool::ToolPlugin;
 
@@ -60,8 +63,30 @@ pub struct LoadedPlugin {
     pub by_convention: bool,
     pub origin: Origin,
     pub kind: PluginKind,
-    /// The component's imports that only work under a grant (`wasi:http/…`).
-    pub granted_imports: Vec<String>,
+    /// The component's capability imports ([`CAPABILITY_IMPORTS`]), as it
+    /// names them (with their version).
+    pub capability_imports: Vec<String>,
+}
+
+/// The imports by which a guest reaches past its own instance, which
+/// `hangar check` prints with what the operator granted: outbound HTTP and
+/// credentials work only under a grant; kv (the plugin's own namespace) and
+/// config (its `[plugins.X] config` table) need none.
+pub const CAPABILITY_IMPORTS: [&str; 4] = [
+    HTTP_IMPORT,
+    CREDENTIALS_IMPORT,
+    "hangar:plugin/kv",
+    "hangar:plugin/config",
+];
+pub const HTTP_IMPORT: &str = "wasi:http/outgoing-handler";
+pub const CREDENTIALS_IMPORT: &str = "hangar:plugin/credentials";
+
+/// The import in `imports` of `interface` (`package/interface`, any version).
+pub fn find_import<'a>(imports: &'a [String], interface: &str) -> Option<&'a str> {
+    imports
+        .iter()
+        .map(String::as_str)
+        .find(|name| name.split('@').next() == Some(interface))
 }
 
 /// A loaded plugin of one of the three worlds.
@@ -175,10 +200,20 @@ impl Runtime {
         meta: &(dyn Fn(&str) -> PluginMeta + Sync),
     ) -> Result<LoadedPlugin, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+        let started = std::time::Instant::now();
         let (component, origin) = self
             .cache
-            .load(&self.engine, &bytes)
+            .load(&self.engine, path, &bytes)
             .map_err(|e| format!("not a valid component: {e}"))?;
+        tracing::info!(
+            path = %path.display(),
+            origin = match origin {
+                Origin::Cache => "cache",
+                Origin::Compiled => "compiled",
+            },
+            ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
         let name = plugin_name(path);
         let meta = meta(&name);
         let (linker, sched) = (&self.linker, self.sched.clone());
@@ -190,11 +225,14 @@ impl Runtime {
             }
         }
         .map_err(|e| e.to_string())?;
-        let granted_imports = component
+        let imports: Vec<String> = component
             .component_type()
             .imports(&self.engine)
             .map(|(n, _)| n.to_string())
-            .filter(|n| n.starts_with("wasi:http/"))
+            .collect();
+        let capability_imports = CAPABILITY_IMPORTS
+            .iter()
+            .filter_map(|interface| find_import(&imports, interface).map(str::to_string))
             .collect();
         Ok(LoadedPlugin {
             path: path.to_path_buf(),
@@ -202,7 +240,7 @@ impl Runtime {
             by_convention,
             origin,
             kind,
-            granted_imports,
+            capability_imports,
         })
     }
 
@@ -213,7 +251,10 @@ impl Runtime {
             .map(|(n, _)| n.to_string())
             .collect();
         let has = |name: &str| exports.iter().any(|e| e == name);
-        if has("call-tool") && has("list-tools") {
+        let offers = ["resources", "prompts", "completion"]
+            .iter()
+            .any(|i| has(&format!("hangar:plugin/{i}@0.1.0")));
+        if (has("call-tool") && has("list-tools")) || offers {
             Ok(World::Tool)
         } else if has("authenticate") {
             Ok(World::Auth)

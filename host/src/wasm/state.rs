@@ -11,7 +11,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::tool::hangar::plugin::host;
-use super::bindings::tool::hangar::plugin::{config, credentials};
+use super::bindings::tool::hangar::plugin::{client, config, credentials};
 use super::guest_log::GuestLog;
 use super::http::{HttpAccess, HttpCall};
 use super::kv::{KvCall, KvStore};
@@ -35,6 +35,8 @@ pub struct PluginMeta {
     pub credentials: Arc<super::credentials::PluginCredentials>,
     /// The server's kv store (`[kv]`); none when it could not be opened.
     pub kv: Option<Arc<KvStore>>,
+    /// Where `client.resource-updated` announces changed resources.
+    pub changes: crate::pipeline::ResourceChanges,
 }
 
 /// WASI resources (streams, pollables…) one instance may hold at once; each
@@ -52,7 +54,7 @@ pub struct GuestState {
     pub(super) memory: MemoryCap,
     pub(super) stderr: StderrCapture,
     pub(super) plugin: PluginMeta,
-    events: EventSink,
+    pub(super) events: EventSink,
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     /// Outbound HTTP under the plugin's grants, bounded by the call.
     http: HttpCall,
@@ -187,7 +189,8 @@ pub fn instance_pre(
         .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
 }
 
-/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host`, `config` and `kv` imports to a linker.
+/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host`, `config`,
+/// `credentials`, `kv` and `client` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     // Linked for every plugin; a request goes out only under a grant.
@@ -200,6 +203,8 @@ pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     credentials::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     super::kv::link(linker)?;
+    client::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok(())
 }
 

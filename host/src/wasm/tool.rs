@@ -1,4 +1,6 @@
-//! `ToolPlugin`: a loaded component of the `tool` world, ready to instantiate.
+//! `ToolPlugin`: a loaded component of the `tool` or `server` world, ready
+//! to instantiate. It offers tools, and any of resources, prompts and
+//! completions (see `offers.rs`).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -8,11 +10,12 @@ use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 
 use super::bindings::tool::hangar::plugin::types as wit;
-use super::bindings::tool::{Tool, ToolPre};
+use super::bindings::tool::{Tool, ToolIndices};
 use super::limits;
+use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta};
 use crate::catalog::{Annotations, ToolDef};
@@ -22,20 +25,25 @@ use crate::pipeline::{
     ToolResult,
 };
 
-/// A `tool`-world component: its name (the file stem) and its pre-linked
-/// instance template. Every call gets a fresh `Store` and instance from it.
+/// A `tool`- or `server`-world component: its name (the file stem), its
+/// pre-linked instance template and which exports it has. Every call gets a
+/// fresh `Store` and instance from it.
 pub struct ToolPlugin {
-    meta: PluginMeta,
-    pre: ToolPre<GuestState>,
-    sched: Arc<Scheduler>,
+    pub(super) meta: PluginMeta,
+    pub(super) pre: InstancePre<GuestState>,
+    /// The `list-tools` / `call-tool` exports, when the component has them.
+    tools: Option<ToolIndices>,
+    /// The `resources`, `prompts` and `completion` exports it has.
+    pub(super) offers: Offers,
+    pub(super) sched: Arc<Scheduler>,
     /// Idle warm instances, when the plugin opted into reuse.
     warm: Mutex<Vec<Warm>>,
 }
 
 /// A live instance with the instance slot it occupies.
-struct Instance {
-    store: Store<GuestState>,
-    tool: Tool,
+pub(super) struct Instance {
+    pub(super) store: Store<GuestState>,
+    pub(super) instance: wasmtime::component::Instance,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -53,11 +61,17 @@ impl ToolPlugin {
         linker: &Linker<GuestState>,
         sched: Arc<Scheduler>,
     ) -> anyhow::Result<ToolPlugin> {
-        let pre = ToolPre::new(state::instance_pre(linker, component)?)
-            .map_err(|e| anyhow::anyhow!("not a tool component: {e:?}"))?;
+        let pre = state::instance_pre(linker, component)?;
+        let tools = ToolIndices::new(&pre).ok();
+        let offers = Offers::of(&pre);
+        if tools.is_none() && offers.is_empty() {
+            anyhow::bail!("exports neither tools nor resources, prompts or completions");
+        }
         Ok(ToolPlugin {
             meta,
             pre,
+            tools,
+            offers,
             sched,
             warm: Mutex::new(Vec::new()),
         })
@@ -70,19 +84,19 @@ impl ToolPlugin {
     /// Asks the component which tools it offers, under `limits` like a call
     /// (a component whose `list-tools` hangs is given up at its deadline).
     pub async fn list_tools(&self, limits: &Limits) -> Result<Vec<ToolDef>, CallError> {
+        if self.tools.is_none() {
+            return Ok(Vec::new());
+        }
         let cancel = CancelToken::default();
         let until = Instant::now() + limits.queue_timeout;
         let mut inst = self
             .instantiate(limits, &cancel, EventSink::default(), None, until)
             .await?;
         let deadline = inst.store.data().deadline;
-        let out = limits::bounded(
-            deadline,
-            limits,
-            &cancel,
-            Stage::Handler,
-            inst.tool.call_list_tools(&mut inst.store),
-        )
+        let out = limits::bounded(deadline, limits, &cancel, Stage::Handler, async {
+            let tool = self.tool_exports(&mut inst)?;
+            tool.call_list_tools(&mut inst.store).await
+        })
         .await;
         limits::log_stderr(&inst.store);
         let defs = limits::settle(out, &inst.store, Stage::Handler, limits, &cancel)?;
@@ -126,14 +140,11 @@ impl ToolPlugin {
         let wit_cx = wit_context(cx);
         let deadline = inst.store.data().deadline;
         let args = arguments.to_string();
-        let out = limits::bounded(
-            deadline,
-            limits,
-            &cx.cancel,
-            Stage::Handler,
-            inst.tool
-                .call_call_tool(&mut inst.store, &wit_cx, tool_name, &args),
-        )
+        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
+            let tool = self.tool_exports(&mut inst)?;
+            tool.call_call_tool(&mut inst.store, &wit_cx, tool_name, &args)
+                .await
+        })
         .await;
         limits::log_stderr(&inst.store);
         // A trapped, timed-out or cancelled instance is never reused.
@@ -147,6 +158,15 @@ impl ToolPlugin {
             }
             Err(e) => Ok(ToolResult::error(e.message)),
         }
+    }
+
+    /// The `tool` world's exports of a live instance.
+    fn tool_exports(&self, inst: &mut Instance) -> wasmtime::Result<Tool> {
+        let indices = self
+            .tools
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the component offers no tools"))?;
+        indices.load(&mut inst.store, &inst.instance)
     }
 
     /// A warm instance that has not been idle too long, if reuse is on.
@@ -179,7 +199,7 @@ impl ToolPlugin {
     }
 
     /// A fresh instance in a slot of the tool pool (waiting until `until` for one).
-    async fn instantiate(
+    pub(super) async fn instantiate(
         &self,
         limits: &Limits,
         cancel: &CancelToken,
@@ -209,10 +229,10 @@ impl ToolPlugin {
         if let Ok(Err(e)) = &out {
             tracing::warn!(plugin = %self.meta.name, "instantiation failed: {e:?}");
         }
-        let tool = limits::settle(out, &store, Stage::Handler, limits, cancel)?;
+        let instance = limits::settle(out, &store, Stage::Handler, limits, cancel)?;
         Ok(Instance {
             store,
-            tool,
+            instance,
             _slot: slot,
         })
     }
@@ -334,7 +354,7 @@ fn call_result(r: wit::CallResult) -> Result<ToolResult, String> {
     })
 }
 
-fn content(block: wit::ContentBlock) -> Content {
+pub(super) fn content(block: wit::ContentBlock) -> Content {
     match block {
         wit::ContentBlock::Text(text) => Content::Text { text },
         wit::ContentBlock::Image(m) => Content::Image {

@@ -3,7 +3,9 @@
 //! Plugin config (`[plugins.api-key] config = { keys = "..." }`): `keys` is a
 //! comma-separated list of `subject=key` pairs; a value may be
 //! `{{ env.VAR }}`. Policy (`auth = { plugin = "api-key", policy = {...} }`):
-//! `header` (default `x-api-key`). Keys are compared in constant time.
+//! `header` (default `x-api-key`). Keys are compared in constant time. An
+//! empty key never matches, and an empty header is refused: a key left empty
+//! by its environment must not let in callers who send none.
 
 use hangar_sdk::auth::{AuthError, Guest, LogLevel, Principal, RequestContext, config, log};
 use hangar_sdk::serde_json::{Value, json};
@@ -31,12 +33,19 @@ impl Guest for ApiKey {
             .find(|(name, _)| *name == header)
             .map(|(_, v)| v.trim())
             .ok_or_else(|| deny(&format!("no {header} header")))?;
+        if presented.is_empty() {
+            return Err(deny(&format!("empty {header} header")));
+        }
         let keys = config("keys").unwrap_or_default();
         // Compare against every key, so the time taken does not tell which matched.
         let mut subject = None;
         for entry in keys.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (name, key) = entry.split_once('=').unwrap_or(("api-key", entry));
-            let equal: bool = key.trim().as_bytes().ct_eq(presented.as_bytes()).into();
+            let key = key.trim();
+            if key.is_empty() {
+                continue;
+            }
+            let equal: bool = key.as_bytes().ct_eq(presented.as_bytes()).into();
             if equal && subject.is_none() {
                 subject = Some(name.trim().to_string());
             }

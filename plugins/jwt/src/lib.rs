@@ -1,7 +1,8 @@
 //! `jwt`: lets a call through with a valid bearer token (HS256, RS256, ES256).
 //!
-//! Plugin config: `hs256_secret`, and/or `public_key_pem` (RSA or EC public
-//! key for RS256/ES256); values may be `{{ env.VAR }}`.
+//! Plugin config: `hs256_secret` (at least 32 bytes: a shorter secret is
+//! refused, so HS256 tokens are then never accepted), and/or `public_key_pem`
+//! (RSA or EC public key for RS256/ES256); values may be `{{ env.VAR }}`.
 //! Policy: `issuer`, `audience`, `algorithms` (default all configured),
 //! `header` (default `authorization`, `Bearer <token>`), `leeway_secs` (default 0).
 //! `exp` is required and checked, `nbf` when present; verification is
@@ -19,14 +20,22 @@ fn deny(reason: impl Into<String>) -> AuthError {
     }
 }
 
+/// The shortest HS256 secret accepted: as many bytes as the hash gives.
+const MIN_HS256_SECRET: usize = 32;
+
 fn key_for(alg: Algorithm) -> Result<DecodingKey, AuthError> {
     let missing = |what: &str| deny(format!("{alg:?} tokens need `{what}` in the plugin config"));
     match alg {
-        Algorithm::HS256 => Ok(DecodingKey::from_secret(
-            config("hs256_secret")
-                .ok_or_else(|| missing("hs256_secret"))?
-                .as_bytes(),
-        )),
+        Algorithm::HS256 => {
+            let secret = config("hs256_secret").ok_or_else(|| missing("hs256_secret"))?;
+            if secret.len() < MIN_HS256_SECRET {
+                return Err(deny(format!(
+                    "hs256_secret is {} bytes; at least {MIN_HS256_SECRET} are needed",
+                    secret.len()
+                )));
+            }
+            Ok(DecodingKey::from_secret(secret.as_bytes()))
+        }
         Algorithm::RS256 => DecodingKey::from_rsa_pem(
             config("public_key_pem")
                 .ok_or_else(|| missing("public_key_pem"))?

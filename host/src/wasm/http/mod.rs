@@ -158,8 +158,21 @@ impl WasiHttpHooks for HttpCall {
                 .cloned()
                 .ok_or(Error::HttpRequestUriInvalid)?;
             let send = async {
-                let addr = Self::admit(&plugin, &access.grants, &authority, tls).await?;
-                let tls_name = tls.then(|| server_name(&authority)).transpose()?;
+                let checked = async {
+                    let addr = Self::admit(&plugin, &access.grants, &authority, tls).await?;
+                    let tls_name = tls.then(|| server_name(&authority)).transpose()?;
+                    Ok::<_, Error>((addr, tls_name))
+                };
+                let (addr, tls_name) = match checked.await {
+                    Ok(checked) => checked,
+                    Err(e) => {
+                        // The guest may still be writing the body: read it
+                        // away, so it hears this error from the response and
+                        // not a broken body stream.
+                        drain(request.into_body(), left);
+                        return Err(e);
+                    }
+                };
                 let timeouts = bounded_options(options, left);
                 let response = access
                     .client
@@ -174,6 +187,19 @@ impl WasiHttpHooks for HttpCall {
                 .unwrap_or(Err(Error::ConnectionTimeout))
         })
     }
+}
+
+/// Reads a refused request's body to its end (or the call's deadline) in
+/// the background.
+fn drain(body: WasiBody, left: Duration) {
+    use http_body_util::BodyExt as _;
+    tokio::spawn(async move {
+        let mut body = body;
+        let _ = tokio::time::timeout(left, async {
+            while let Some(Ok(_)) = body.frame().await {}
+        })
+        .await;
+    });
 }
 
 /// The name a TLS certificate must carry for `authority`.

@@ -1,0 +1,337 @@
+//! Resources, resource templates and prompts in the catalog, with what
+//! serves each (a component, or a `[[resources]]` SQL statement) and who may
+//! see it; and routing `completion/complete`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::{Config, Limits, ResourceConfig};
+use crate::db::{Connectors, DbTool};
+use crate::pipeline::{CallError, CompletionRef, PromptDef, ResourceDef, TemplateDef};
+use crate::wasm::{Listing, ToolPlugin};
+
+use super::Stages;
+use super::stages::Plugins;
+use super::uri_template::UriTemplate;
+
+/// What serves a resource, a template or a prompt.
+#[derive(Clone)]
+pub enum Provider {
+    Wasm(Arc<ToolPlugin>),
+    /// A `[[resources]]` entry's SQL statement (resources and templates only).
+    Sql(Arc<DbTool>),
+}
+
+/// A resource with a fixed URI.
+pub struct CatalogResource {
+    pub def: ResourceDef,
+    pub provider: Provider,
+    pub limits: Limits,
+    /// Its auth check and `visible_to` (no mappers or schema).
+    pub access: Stages,
+}
+
+/// A resource template and the matcher for its URIs.
+pub struct CatalogTemplate {
+    pub def: TemplateDef,
+    pub matcher: UriTemplate,
+    pub provider: Provider,
+    pub limits: Limits,
+    pub access: Stages,
+}
+
+pub struct CatalogPrompt {
+    pub def: PromptDef,
+    pub provider: Provider,
+    pub limits: Limits,
+    pub access: Stages,
+}
+
+/// What a `resources/read` of one URI resolves to.
+pub enum ResolvedResource<'a> {
+    Fixed(&'a CatalogResource),
+    /// The template, and its variables' values in the URI (decoded).
+    Templated(&'a CatalogTemplate, Vec<(String, String)>),
+}
+
+impl ResolvedResource<'_> {
+    pub fn provider(&self) -> &Provider {
+        match self {
+            ResolvedResource::Fixed(r) => &r.provider,
+            ResolvedResource::Templated(t, _) => &t.provider,
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        match self {
+            ResolvedResource::Fixed(r) => &r.limits,
+            ResolvedResource::Templated(t, _) => &t.limits,
+        }
+    }
+
+    pub fn access(&self) -> &Stages {
+        match self {
+            ResolvedResource::Fixed(r) => &r.access,
+            ResolvedResource::Templated(t, _) => &t.access,
+        }
+    }
+
+    /// The template variables' values in the URI (none for a fixed URI).
+    pub fn variables(&self) -> &[(String, String)] {
+        match self {
+            ResolvedResource::Fixed(_) => &[],
+            ResolvedResource::Templated(_, vars) => vars,
+        }
+    }
+
+    /// MIME type the listing gave, for contents that name none.
+    pub fn mime_type(&self) -> Option<&str> {
+        match self {
+            ResolvedResource::Fixed(r) => r.def.mime_type.as_deref(),
+            ResolvedResource::Templated(t, _) => t.def.mime_type.as_deref(),
+        }
+    }
+}
+
+/// Everything offered besides tools, in listing order.
+#[derive(Default)]
+pub struct Offered {
+    pub resources: Vec<CatalogResource>,
+    by_uri: HashMap<String, usize>,
+    pub templates: Vec<CatalogTemplate>,
+    pub prompts: Vec<CatalogPrompt>,
+    by_prompt: HashMap<String, usize>,
+}
+
+impl Offered {
+    /// Adds what `plugin` listed, each with its `[[resources]]` /
+    /// `[[prompts]]` settings; returns what could not be added.
+    pub(super) fn add_listing(
+        &mut self,
+        config: &Config,
+        plugins: &Plugins,
+        plugin: &Arc<ToolPlugin>,
+        listing: Listing,
+    ) -> Vec<String> {
+        let mut errors = Vec::new();
+        let provider = Provider::Wasm(plugin.clone());
+        let limits = |over: Option<&crate::config::LimitOverrides>| {
+            let base = config.limits_for(plugin.name(), "");
+            over.map_or(base, |o| base.overridden_by(o))
+        };
+        let resource_access = |key: &str| {
+            let cfg = config.resource(key);
+            let access = plugins.access(
+                config,
+                &format!("resource {key}"),
+                cfg.and_then(|c| c.auth.as_ref()),
+                cfg.and_then(|c| c.visible_to.as_ref()),
+            )?;
+            Ok::<_, String>((access, limits(cfg.map(|c| &c.limits))))
+        };
+        for def in listing.resources {
+            let added = resource_access(&def.uri).and_then(|(access, limits)| {
+                self.add_resource(CatalogResource {
+                    def,
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+            });
+            errors.extend(added.err());
+        }
+        for def in listing.templates {
+            let added = UriTemplate::parse(&def.uri_template).and_then(|matcher| {
+                let (access, limits) = resource_access(&def.uri_template)?;
+                self.add_template(CatalogTemplate {
+                    def,
+                    matcher,
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+            });
+            errors.extend(added.err());
+        }
+        for def in listing.prompts {
+            let cfg = config.prompt(&def.name);
+            let added = plugins
+                .access(
+                    config,
+                    &format!("prompt {}", def.name),
+                    cfg.and_then(|c| c.auth.as_ref()),
+                    cfg.and_then(|c| c.visible_to.as_ref()),
+                )
+                .and_then(|access| {
+                    self.add_prompt(CatalogPrompt {
+                        def,
+                        provider: provider.clone(),
+                        limits: limits(cfg.map(|c| &c.limits)),
+                        access,
+                    })
+                });
+            errors.extend(added.err());
+        }
+        errors
+    }
+
+    /// Adds the DB resource (fixed `uri`) or template (`uri_template`) of a
+    /// `[[resources]]` entry with a statement. A mistake in the entry is an
+    /// error, as for a DB tool; what it cannot run without (a missing env
+    /// variable) is returned as a problem, and its reads fail naming it.
+    pub(super) fn add_db_resource(
+        &mut self,
+        config: &Config,
+        plugins: &Plugins,
+        cfg: &ResourceConfig,
+        connectors: &Connectors,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Option<String>> {
+        let key = cfg.key();
+        let label = if key.is_empty() {
+            format!(
+                "[[resources]] entry {:?}",
+                cfg.name.as_deref().unwrap_or("")
+            )
+        } else {
+            format!("resource {key}")
+        };
+        cfg.check().map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+        let matcher = match &cfg.uri_template {
+            Some(t) => Some(UriTemplate::parse(t).map_err(|e| anyhow::anyhow!("{label}: {e}"))?),
+            None => None,
+        };
+        let variables: Vec<&str> = matcher
+            .as_ref()
+            .map(|m| m.variables().collect())
+            .unwrap_or_default();
+        let db = DbTool::for_resource(cfg, &variables, connectors, env)?;
+        let problem = db.problem();
+        let access = plugins
+            .access(config, &label, cfg.auth.as_ref(), cfg.visible_to.as_ref())
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let provider = Provider::Sql(Arc::new(db));
+        let limits = config.limits.overridden_by(&cfg.limits);
+        let name = cfg.name.clone().unwrap_or_else(|| key.to_string());
+        let mime_type = Some(
+            cfg.mime_type
+                .clone()
+                .unwrap_or_else(|| "application/json".into()),
+        );
+        let added = match matcher {
+            Some(matcher) => self.add_template(CatalogTemplate {
+                def: TemplateDef {
+                    uri_template: key.to_string(),
+                    name,
+                    title: cfg.title.clone(),
+                    description: cfg.description.clone(),
+                    mime_type,
+                },
+                matcher,
+                provider,
+                limits,
+                access,
+            }),
+            None => self.add_resource(CatalogResource {
+                def: ResourceDef {
+                    uri: key.to_string(),
+                    name,
+                    title: cfg.title.clone(),
+                    description: cfg.description.clone(),
+                    mime_type,
+                    size: None,
+                },
+                provider,
+                limits,
+                access,
+            }),
+        };
+        added.map_err(|e| anyhow::anyhow!(e))?;
+        Ok(problem)
+    }
+
+    pub fn add_resource(&mut self, r: CatalogResource) -> Result<(), String> {
+        if self.by_uri.contains_key(&r.def.uri) {
+            return Err(format!("resource {:?} is offered twice", r.def.uri));
+        }
+        self.by_uri.insert(r.def.uri.clone(), self.resources.len());
+        self.resources.push(r);
+        Ok(())
+    }
+
+    pub fn add_template(&mut self, t: CatalogTemplate) -> Result<(), String> {
+        if self
+            .templates
+            .iter()
+            .any(|o| o.def.uri_template == t.def.uri_template)
+        {
+            return Err(format!(
+                "resource template {:?} is offered twice",
+                t.def.uri_template
+            ));
+        }
+        self.templates.push(t);
+        Ok(())
+    }
+
+    pub fn add_prompt(&mut self, p: CatalogPrompt) -> Result<(), String> {
+        if self.by_prompt.contains_key(&p.def.name) {
+            return Err(format!("prompt {:?} is offered twice", p.def.name));
+        }
+        self.by_prompt
+            .insert(p.def.name.clone(), self.prompts.len());
+        self.prompts.push(p);
+        Ok(())
+    }
+
+    /// Whether anything here is shown only to some callers.
+    pub fn has_restricted(&self) -> bool {
+        let hidden = |s: &Stages| s.visible_to.is_some();
+        self.resources.iter().any(|r| hidden(&r.access))
+            || self.templates.iter().any(|t| hidden(&t.access))
+            || self.prompts.iter().any(|p| hidden(&p.access))
+    }
+
+    /// Whether any component completes arguments.
+    pub fn completes(&self) -> bool {
+        let wasm_completes = |p: &Provider| match p {
+            Provider::Wasm(plugin) => plugin.completes(),
+            Provider::Sql(_) => false,
+        };
+        self.prompts.iter().any(|p| wasm_completes(&p.provider))
+            || self.templates.iter().any(|t| wasm_completes(&t.provider))
+    }
+
+    /// The resource or first template that `uri` names.
+    pub fn resolve_resource(&self, uri: &str) -> Result<ResolvedResource<'_>, CallError> {
+        if let Some(&i) = self.by_uri.get(uri) {
+            return Ok(ResolvedResource::Fixed(&self.resources[i]));
+        }
+        self.templates
+            .iter()
+            .find_map(|t| Some(ResolvedResource::Templated(t, t.matcher.matches(uri)?)))
+            .ok_or_else(|| CallError::resource_not_found(uri))
+    }
+
+    pub fn resolve_prompt(&self, name: &str) -> Result<&CatalogPrompt, CallError> {
+        self.by_prompt
+            .get(name)
+            .map(|&i| &self.prompts[i])
+            .ok_or_else(|| CallError::prompt_not_found(name))
+    }
+
+    /// The component that completes arguments of `reference`, and who may see it.
+    pub fn completer(&self, reference: &CompletionRef) -> Option<(&Provider, &Limits, &Stages)> {
+        match reference {
+            CompletionRef::Prompt(name) => {
+                let p = &self.prompts[*self.by_prompt.get(name)?];
+                Some((&p.provider, &p.limits, &p.access))
+            }
+            CompletionRef::ResourceTemplate(template) => self
+                .templates
+                .iter()
+                .find(|t| &t.def.uri_template == template)
+                .map(|t| (&t.provider, &t.limits, &t.access)),
+        }
+    }
+}

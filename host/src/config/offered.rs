@@ -1,0 +1,74 @@
+//! `[[resources]]` and `[[prompts]]`: DB resources, and who may see and read
+//! what components offer besides tools.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{AuthSetting, CacheConfig, InputSpec, LimitOverrides};
+
+/// A `[[resources]]` entry. With `statement` it defines a DB resource (its
+/// `uri_template` variables bound as parameters, like a DB tool's inputs);
+/// without, it sets auth, visibility and limits of a component's resource
+/// with this `uri` or `uri_template`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConfig {
+    /// A fixed URI (`resources/list`)…
+    pub uri: Option<String>,
+    /// …or a template such as `db://products/{id}` (`resources/templates/list`).
+    pub uri_template: Option<String>,
+    pub name: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// Of the contents; a DB resource defaults to `application/json`.
+    pub mime_type: Option<String>,
+    /// The connector a DB resource runs on.
+    #[serde(rename = "use")]
+    pub connector: Option<String>,
+    /// The SQL of a DB resource, with `{{ inputs.x }}` for template variables.
+    pub statement: Option<String>,
+    /// Types of the template variables (string when not given).
+    #[serde(default)]
+    pub inputs: BTreeMap<String, InputSpec>,
+    pub cache: Option<CacheConfig>,
+    /// Who may read it; overrides the server-wide `[auth]`.
+    pub auth: Option<AuthSetting>,
+    /// Only callers whose claims match see and may read it.
+    pub visible_to: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default = "super::yes")]
+    pub read_only: bool,
+    #[serde(default = "super::default_max_rows")]
+    pub max_rows: usize,
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+impl ResourceConfig {
+    /// The URI or template this entry is about.
+    pub fn key(&self) -> &str {
+        self.uri
+            .as_deref()
+            .or(self.uri_template.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// Exactly one of `uri` and `uri_template`.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.uri, &self.uri_template) {
+            (Some(_), None) | (None, Some(_)) => Ok(()),
+            _ => Err("a [[resources]] entry needs exactly one of uri and uri_template".into()),
+        }
+    }
+}
+
+/// A `[[prompts]]` entry: auth, visibility and limits of a component's prompt.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptConfig {
+    pub name: String,
+    pub auth: Option<AuthSetting>,
+    pub visible_to: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}

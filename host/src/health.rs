@@ -1,0 +1,184 @@
+//! What `/healthz` answers: the server's status for everyone, and the
+//! detail (tool count, problems, result-cache counters) built for the
+//! caller the way `GET /tools` is, so nothing shown only to some callers is
+//! named or counted for anyone else.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::claims_match;
+use crate::config::Config;
+use crate::pipeline::{Pipeline, Principal};
+use crate::wasm::LoadFailure;
+
+/// A `visible_to` table.
+type Rules = BTreeMap<String, Vec<String>>;
+
+pub struct Health {
+    pipeline: Pipeline,
+    problems: Vec<LoadFailure>,
+    /// The names of the tools, resources and prompts configured with
+    /// `visible_to`, with their rules: a problem naming one is shown only to
+    /// callers who may see it (whether or not the entry loaded).
+    restricted: Vec<(String, Rules)>,
+}
+
+impl Health {
+    pub fn new(pipeline: Pipeline, problems: Vec<LoadFailure>, config: &Config) -> Health {
+        let mut restricted = Vec::new();
+        let mut add = |name: &str, rules: &Option<Rules>| {
+            if let Some(rules) = rules
+                && !name.is_empty()
+            {
+                restricted.push((name.to_string(), rules.clone()));
+            }
+        };
+        for t in &config.tools {
+            add(&t.name, &t.visible_to);
+        }
+        for r in &config.resources {
+            add(r.key(), &r.visible_to);
+            add(r.name.as_deref().unwrap_or_default(), &r.visible_to);
+        }
+        for p in &config.prompts {
+            add(&p.name, &p.visible_to);
+        }
+        Health {
+            pipeline,
+            problems,
+            restricted,
+        }
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// `{"status", "tools", "problems", "result_cache"?}` for a caller with
+    /// `principal`. `status` is the whole server's: `degraded` when anything
+    /// failed to load, even what this caller may not see.
+    pub fn report(&self, principal: Option<&Principal>) -> Value {
+        let status = if self.problems.is_empty() {
+            "ok"
+        } else {
+            "degraded"
+        };
+        let catalog = self.pipeline.catalog();
+        let hidden: Vec<&str> = self
+            .restricted
+            .iter()
+            .filter(|(_, rules)| !claims_match(rules, principal))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let problems: Vec<&LoadFailure> = self
+            .problems
+            .iter()
+            .filter(|p| !names_any(p, &hidden))
+            .collect();
+        let caches: Map<String, Value> = catalog
+            .cache_stats(principal)
+            .into_iter()
+            .map(|(name, stats)| (name.to_string(), json!(stats)))
+            .collect();
+        let mut body = json!({
+            "status": status,
+            "tools": catalog.visible(principal).count(),
+            "problems": problems,
+        });
+        if !caches.is_empty() {
+            body["result_cache"] = Value::Object(caches);
+        }
+        body
+    }
+}
+
+/// Whether a problem's path or message mentions any of `names`. Leaving out
+/// a problem that only happens to contain a hidden name errs on the safe side.
+fn names_any(problem: &LoadFailure, names: &[&str]) -> bool {
+    let path = problem.path.to_string_lossy();
+    names
+        .iter()
+        .any(|name| path.contains(name) || problem.error.contains(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn problem(path: &str, error: &str) -> LoadFailure {
+        LoadFailure {
+            path: PathBuf::from(path),
+            error: error.into(),
+        }
+    }
+
+    fn principal(role: &str) -> Principal {
+        Principal {
+            subject: "someone".into(),
+            claims: json!({ "role": role }),
+        }
+    }
+
+    #[test]
+    fn problems_naming_hidden_entries_are_shown_only_to_who_may_see_them() {
+        let config = Config::parse(
+            r#"
+            [[tools]]
+            name = "admin.audit"
+            visible_to = { role = ["admin"] }
+            [[resources]]
+            uri = "secret://plans"
+            name = "plans"
+            visible_to = { role = ["admin"] }
+            [[prompts]]
+            name = "open.prompt"
+            "#,
+        )
+        .unwrap();
+        let problems = vec![
+            problem("tools.admin.audit", "environment variable X is not set"),
+            problem("hangar.toml", "resource \"secret://plans\": bad"),
+            problem("plugins/broken.wasm", "not a component"),
+            problem("hangar.toml", "prompt \"open.prompt\" is offered twice"),
+        ];
+        let health = Health::new(
+            Pipeline::new(Arc::new(Catalog::default())),
+            problems,
+            &config,
+        );
+        let paths = |report: Value| -> Vec<String> {
+            assert_eq!(report["status"], "degraded");
+            report["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["error"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let public = paths(health.report(None));
+        assert_eq!(
+            public,
+            ["not a component", "prompt \"open.prompt\" is offered twice"]
+        );
+        assert_eq!(paths(health.report(Some(&principal("user")))), public);
+        assert_eq!(paths(health.report(Some(&principal("admin")))).len(), 4);
+    }
+
+    #[test]
+    fn a_healthy_server_says_ok() {
+        let health = Health::new(
+            Pipeline::new(Arc::new(Catalog::default())),
+            Vec::new(),
+            &Config::default(),
+        );
+        assert_eq!(
+            health.report(None),
+            json!({ "status": "ok", "tools": 0, "problems": [] })
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! `resources/*`, `prompts/*` and `completion/complete`: small handlers
+//! over the pipeline, and the one place their `CallError`s become JSON-RPC.
+
+use axum::response::Response;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::jsonrpc::RpcError;
+use super::{McpState, Request, page, reply, reply_error};
+use crate::pipeline::{CallError, CompletionRef, ErrorKind, Stage};
+
+/// MCP's code for an unknown resource URI.
+const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// A listing method's answer: one page of `items` under `key`.
+fn listing<T: Serialize>(
+    req: &Request<'_>,
+    key: &str,
+    items: Vec<&T>,
+    page_size: usize,
+) -> Response {
+    match page(&req.params, &items, page_size) {
+        Ok((items, next)) => {
+            let mut result = json!({ key: items });
+            if let Some(next) = next {
+                result["nextCursor"] = Value::String(next);
+            }
+            reply(&req.id, &result)
+        }
+        Err(e) => reply_error(&req.id, &e),
+    }
+}
+
+pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response {
+    let principal = st.pipeline.listing_principal(&req.context(st)).await;
+    let items = st.pipeline.listed_resources(principal.as_ref());
+    listing(req, "resources", items, st.page_size)
+}
+
+pub(super) async fn templates_list(st: &McpState, req: &Request<'_>) -> Response {
+    let principal = st.pipeline.listing_principal(&req.context(st)).await;
+    let items = st.pipeline.listed_templates(principal.as_ref());
+    listing(req, "resourceTemplates", items, st.page_size)
+}
+
+pub(super) async fn prompts_list(st: &McpState, req: &Request<'_>) -> Response {
+    let principal = st.pipeline.listing_principal(&req.context(st)).await;
+    let items = st.pipeline.listed_prompts(principal.as_ref());
+    listing(req, "prompts", items, st.page_size)
+}
+
+fn uri_param(req: &Request<'_>) -> Result<String, RpcError> {
+    match req.params.get("uri") {
+        Some(Value::String(uri)) if !uri.is_empty() => Ok(uri.clone()),
+        _ => Err(RpcError::invalid_params("uri must be a non-empty string")),
+    }
+}
+
+pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response {
+    let uri = match uri_param(req) {
+        Ok(uri) => uri,
+        Err(e) => return reply_error(&req.id, &e),
+    };
+    let mut cx = req.context(st);
+    match st.pipeline.read_resource(&uri, &mut cx).await {
+        Ok(result) => reply(&req.id, &result),
+        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, Some(&uri))),
+    }
+}
+
+/// `resources/subscribe`: remembered on the session; updates of the URI
+/// are sent on the session's GET stream.
+pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response {
+    let uri = match uri_param(req) {
+        Ok(uri) => uri,
+        Err(e) => return reply_error(&req.id, &e),
+    };
+    let Some(session) = &req.session else {
+        return reply_error(
+            &req.id,
+            &RpcError::invalid_params("subscriptions need a session (Mcp-Session-Id)"),
+        );
+    };
+    if on {
+        // Only what could be read can be watched.
+        if st
+            .pipeline
+            .catalog()
+            .offered()
+            .resolve_resource(&uri)
+            .is_err()
+        {
+            let e = CallError::resource_not_found(&uri);
+            return reply_error(&req.id, &offer_error(&e, "", Some(&uri)));
+        }
+        session.subscribe(&uri);
+    } else {
+        session.unsubscribe(&uri);
+    }
+    reply(&req.id, &json!({}))
+}
+
+/// Prompt arguments are strings by name.
+fn string_map(v: Option<&Value>, what: &str) -> Result<Map<String, Value>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) if m.values().all(Value::is_string) => Ok(m.clone()),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "{what} must be an object of strings"
+        ))),
+    }
+}
+
+pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
+    let Some(name) = req.params.get("name").and_then(Value::as_str) else {
+        return reply_error(
+            &req.id,
+            &RpcError::invalid_params("prompts/get needs a name"),
+        );
+    };
+    let args = match string_map(req.params.get("arguments"), "arguments") {
+        Ok(a) => a,
+        Err(e) => return reply_error(&req.id, &e),
+    };
+    let mut cx = req.context(st);
+    match st.pipeline.get_prompt(name, &args, &mut cx).await {
+        Ok(result) => reply(&req.id, &result),
+        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, None)),
+    }
+}
+
+pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
+    let reference = req.params.get("ref");
+    let kind = reference
+        .and_then(|r| r.get("type"))
+        .and_then(Value::as_str);
+    let reference = match kind {
+        Some("ref/prompt") => reference
+            .and_then(|r| r.get("name"))
+            .and_then(Value::as_str)
+            .map(|n| CompletionRef::Prompt(n.to_string())),
+        Some("ref/resource") => reference
+            .and_then(|r| r.get("uri"))
+            .and_then(Value::as_str)
+            .map(|u| CompletionRef::ResourceTemplate(u.to_string())),
+        _ => None,
+    };
+    let Some(reference) = reference else {
+        return reply_error(
+            &req.id,
+            &RpcError::invalid_params(
+                "ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}",
+            ),
+        );
+    };
+    let argument = req.params.get("argument");
+    let (Some(arg_name), Some(value)) = (
+        argument.and_then(|a| a.get("name")).and_then(Value::as_str),
+        argument
+            .and_then(|a| a.get("value"))
+            .and_then(Value::as_str),
+    ) else {
+        return reply_error(
+            &req.id,
+            &RpcError::invalid_params("argument must be {name, value} strings"),
+        );
+    };
+    let context = match string_map(
+        req.params.get("context").and_then(|c| c.get("arguments")),
+        "context.arguments",
+    ) {
+        Ok(c) => c,
+        Err(e) => return reply_error(&req.id, &e),
+    };
+    let mut cx = req.context(st);
+    match st
+        .pipeline
+        .complete(&reference, arg_name, value, &context, &mut cx)
+        .await
+    {
+        Ok(completion) => reply(&req.id, &json!({ "completion": completion })),
+        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, None)),
+    }
+}
+
+/// The one place a resource, prompt or completion `CallError` becomes a
+/// JSON-RPC error: an unknown resource is `-32002`, an unknown prompt or a
+/// bad argument `-32602`; the rest as for tools.
+fn offer_error(e: &CallError, trace_id: &str, uri: Option<&str>) -> RpcError {
+    match (e.kind, uri) {
+        (ErrorKind::NotFound, Some(uri)) => RpcError {
+            code: RESOURCE_NOT_FOUND,
+            message: "Resource not found".into(),
+            data: Some(json!({ "uri": uri })),
+        },
+        (ErrorKind::NotFound, None) | (ErrorKind::Invalid, _)
+            if matches!(e.stage, Stage::Resolve | Stage::Validate | Stage::Handler) =>
+        {
+            RpcError::invalid_params(e.to_string())
+        }
+        _ => super::calls::call_error(e, trace_id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_resources_and_prompts_get_their_codes() {
+        let e = offer_error(&CallError::resource_not_found("x://y"), "", Some("x://y"));
+        assert_eq!(e.code, RESOURCE_NOT_FOUND);
+        let e = offer_error(&CallError::prompt_not_found("p"), "", None);
+        assert_eq!(e.code, super::super::jsonrpc::INVALID_PARAMS);
+        let e = CallError::new(Stage::Handler, ErrorKind::Failed, "boom");
+        assert_eq!(
+            offer_error(&e, "t", None).code,
+            super::super::jsonrpc::SERVER_ERROR
+        );
+    }
+}

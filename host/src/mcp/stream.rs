@@ -1,0 +1,69 @@
+//! `GET /mcp`: a session's own SSE stream, for what the server sends
+//! unprompted — `notifications/resources/updated` for the URIs the session
+//! subscribed to. A session has one current stream: opening another
+//! replaces it, and the replaced one ends.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::jsonrpc;
+use super::session::StreamClaim;
+use crate::pipeline::ResourceChanges;
+
+/// A comment line this often keeps proxies from closing an idle stream.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The session's stream: its updates as they come, keep-alive comments between.
+pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
+    let rx = changes.subscribe();
+    let events = futures::stream::unfold((claim, rx), |(claim, mut rx)| async move {
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout(KEEPALIVE, rx.recv()) => next,
+                _ = claim.replaced() => return None,
+            };
+            if !claim.current() {
+                return None;
+            }
+            let frame = match next {
+                // A session whose client listens on its stream is in use.
+                Err(_) => {
+                    claim.session().touch();
+                    Bytes::from_static(b": keep-alive\n\n")
+                }
+                Ok(Ok(uri)) if claim.session().subscribed(&uri) => {
+                    let body = jsonrpc::notification_body(
+                        "notifications/resources/updated",
+                        &json!({ "uri": uri }),
+                    );
+                    super::calls::sse_frame(&body)
+                }
+                Ok(Ok(_)) => continue,
+                // Too slow a reader skips what it missed, and reads on.
+                Ok(Err(RecvError::Lagged(n))) => {
+                    tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} resource updates skipped");
+                    continue;
+                }
+                Ok(Err(RecvError::Closed)) => return None,
+            };
+            return Some((Ok::<_, Infallible>(frame), (claim, rx)));
+        }
+    });
+    let primer = futures::stream::once(async { Ok(Bytes::from_static(b": stream open\n\n")) });
+    (
+        StatusCode::OK,
+        [
+            (CONTENT_TYPE, "text/event-stream"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(futures::StreamExt::chain(primer, events)),
+    )
+        .into_response()
+}

@@ -1,0 +1,37 @@
+//! The access log: one line per call (target `hangar::access`, so
+//! `RUST_LOG=hangar::access=off` silences it) with the tool, who called,
+//! over what, how it ended and how long it took — never the arguments.
+
+use std::time::Duration;
+
+use super::{CallContext, CallError, ToolResult, Transport};
+
+pub(super) fn log(
+    tool: &str,
+    cx: &CallContext,
+    outcome: &Result<ToolResult, CallError>,
+    took: Duration,
+) {
+    let transport = match cx.request.as_ref().map(|r| r.transport) {
+        Some(Transport::Rest) => "rest",
+        Some(Transport::Mcp) => "mcp",
+        None => "internal",
+    };
+    let principal = cx.principal.as_ref().map_or("-", |p| p.subject.as_str());
+    let (outcome, stage) = match outcome {
+        Ok(r) if r.is_error => ("tool_error", "handler"),
+        Ok(_) => ("ok", "-"),
+        Err(e) => (e.kind.as_str(), e.stage.as_str()),
+    };
+    tracing::info!(
+        target: "hangar::access",
+        tool,
+        principal,
+        transport,
+        outcome,
+        stage,
+        ms = took.as_secs_f64() * 1000.0,
+        trace_id = %cx.trace_id,
+        "call"
+    );
+}

@@ -1,0 +1,177 @@
+//! The pipeline for what is offered besides tools: resolve → auth (and
+//! visibility) → execute, for `resources/read`, `prompts/get` and
+//! `completion/complete`, and the per-caller listings.
+
+use serde_json::{Map, Value};
+
+use super::{
+    CallContext, CallError, CompletionRef, Completions, ErrorKind, Pipeline, Principal, PromptDef,
+    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, proceed,
+};
+use crate::catalog::{Provider, Stages};
+
+impl Pipeline {
+    /// The resources a caller with `principal` sees, in order.
+    pub fn listed_resources(&self, principal: Option<&Principal>) -> Vec<&ResourceDef> {
+        let offered = self.catalog.offered();
+        offered
+            .resources
+            .iter()
+            .filter(|r| r.access.visible(principal))
+            .map(|r| &r.def)
+            .collect()
+    }
+
+    pub fn listed_templates(&self, principal: Option<&Principal>) -> Vec<&TemplateDef> {
+        let offered = self.catalog.offered();
+        offered
+            .templates
+            .iter()
+            .filter(|t| t.access.visible(principal))
+            .map(|t| &t.def)
+            .collect()
+    }
+
+    pub fn listed_prompts(&self, principal: Option<&Principal>) -> Vec<&PromptDef> {
+        let offered = self.catalog.offered();
+        offered
+            .prompts
+            .iter()
+            .filter(|p| p.access.visible(principal))
+            .map(|p| &p.def)
+            .collect()
+    }
+
+    /// Reads one resource: the listed one with this URI, or the first
+    /// template it matches.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        cx: &mut CallContext,
+    ) -> Result<ReadResult, CallError> {
+        let resolved = self.catalog.offered().resolve_resource(uri)?;
+        self.admit(uri, resolved.access(), cx, || {
+            CallError::resource_not_found(uri)
+        })
+        .await?;
+        proceed(cx, Stage::Handler)?;
+        let mut contents = match resolved.provider() {
+            Provider::Wasm(plugin) => plugin.read_resource(cx, uri, resolved.limits()).await?,
+            Provider::Sql(db) => {
+                db.read_resource(uri, resolved.variables(), cx.principal.as_ref(), &cx.cancel)
+                    .await?
+            }
+        };
+        if let Some(mime) = resolved.mime_type() {
+            for c in contents.iter_mut().filter(|c| c.mime_type.is_none()) {
+                c.mime_type = Some(mime.to_string());
+            }
+        }
+        Ok(ReadResult { contents })
+    }
+
+    /// Renders a prompt; a required argument that is missing is refused
+    /// before the component runs.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        cx: &mut CallContext,
+    ) -> Result<PromptResult, CallError> {
+        let prompt = self.catalog.offered().resolve_prompt(name)?;
+        self.admit(name, &prompt.access, cx, || {
+            CallError::prompt_not_found(name)
+        })
+        .await?;
+        proceed(cx, Stage::Validate)?;
+        for arg in prompt.def.arguments.iter().filter(|a| a.required) {
+            if !arguments.contains_key(&arg.name) {
+                return Err(CallError::new(
+                    Stage::Validate,
+                    ErrorKind::Invalid,
+                    format!("missing required argument {:?}", arg.name),
+                ));
+            }
+        }
+        if let Some((key, _)) = arguments.iter().find(|(_, v)| !v.is_string()) {
+            return Err(CallError::new(
+                Stage::Validate,
+                ErrorKind::Invalid,
+                format!("argument {key:?} must be a string"),
+            ));
+        }
+        proceed(cx, Stage::Handler)?;
+        match &prompt.provider {
+            Provider::Wasm(plugin) => plugin.get_prompt(cx, name, arguments, &prompt.limits).await,
+            // Statements serve resources only; no prompt is ever built on one.
+            Provider::Sql(_) => Err(CallError::prompt_not_found(name)),
+        }
+    }
+
+    /// Suggestions for an argument of a prompt or a resource template. An
+    /// unknown (or hidden) reference is not found; one whose component does
+    /// not complete answers no values.
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &Map<String, Value>,
+        cx: &mut CallContext,
+    ) -> Result<Completions, CallError> {
+        let not_found = || match reference {
+            CompletionRef::Prompt(n) => CallError::prompt_not_found(n),
+            CompletionRef::ResourceTemplate(t) => CallError::resource_not_found(t),
+        };
+        let Some((provider, limits, access)) = self.catalog.offered().completer(reference) else {
+            return Err(not_found());
+        };
+        let what = match reference {
+            CompletionRef::Prompt(n) | CompletionRef::ResourceTemplate(n) => n.as_str(),
+        };
+        self.admit(what, access, cx, not_found).await?;
+        proceed(cx, Stage::Handler)?;
+        match provider {
+            Provider::Wasm(plugin) => {
+                plugin
+                    .complete(cx, reference, argument, value, context, limits)
+                    .await
+            }
+            // A DB template suggests nothing.
+            Provider::Sql(_) => Ok(Completions::default()),
+        }
+    }
+
+    /// The auth check and visibility of a resource or prompt: one hidden
+    /// from the caller answers exactly as one that does not exist.
+    async fn admit(
+        &self,
+        what: &str,
+        access: &Stages,
+        cx: &mut CallContext,
+        not_found: impl Fn() -> CallError,
+    ) -> Result<(), CallError> {
+        proceed(cx, Stage::Auth)?;
+        let hidden = access.visible_to.is_some();
+        let default_auth = if hidden {
+            self.catalog.default_auth()
+        } else {
+            None
+        };
+        if let Some(auth) = access.auth.as_ref().or(default_auth) {
+            match auth
+                .plugin
+                .authenticate(what, &auth.policy, cx, &auth.limits)
+                .await
+            {
+                Ok(principal) => cx.principal = Some(principal),
+                Err(e) if hidden && e.kind == ErrorKind::Unauthorized => return Err(not_found()),
+                Err(e) => return Err(e),
+            }
+        }
+        if !access.visible(cx.principal.as_ref()) {
+            return Err(not_found());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,197 @@
+//! The `hangar:plugin/client` import: a guest asks its MCP client for user
+//! input (elicitation) or an LLM completion (sampling) in the middle of a
+//! call, and announces changed resources. Questions travel on the call's
+//! [`EventSink`](crate::pipeline::EventSink); this module only translates
+//! between the WIT records and MCP's JSON.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::{Value, json};
+
+use super::bindings::tool::hangar::plugin::client::{
+    self, ClientError, ElicitAction, ElicitAnswer, SamplingAnswer, SamplingRequest,
+};
+use super::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
+use super::state::GuestState;
+use crate::pipeline::{AskError, AskKind, ask_until};
+
+impl client::Host for GuestState {
+    async fn elicit(
+        &mut self,
+        message: String,
+        requested_schema: String,
+    ) -> Result<ElicitAnswer, ClientError> {
+        let schema: Value = serde_json::from_str(&requested_schema)
+            .map_err(|e| ClientError::Failed(format!("requested-schema is not JSON: {e}")))?;
+        if !schema.is_object() {
+            return Err(ClientError::Failed(
+                "requested-schema must be a JSON object".into(),
+            ));
+        }
+        let params = json!({ "message": message, "requestedSchema": schema });
+        let answer = self.ask(AskKind::Elicit, params).await?;
+        elicit_answer(&answer).map_err(ClientError::Failed)
+    }
+
+    async fn sample(&mut self, request: SamplingRequest) -> Result<SamplingAnswer, ClientError> {
+        let params = sampling_params(request);
+        let answer = self.ask(AskKind::Sample, params).await?;
+        sampling_answer(&answer).map_err(ClientError::Failed)
+    }
+
+    fn resource_updated(&mut self, uri: String) {
+        self.plugin.changes.updated(&uri);
+    }
+}
+
+impl GuestState {
+    /// Asks the call's client, waiting at most until shortly before the deadline.
+    async fn ask(&mut self, kind: AskKind, params: Value) -> Result<Value, ClientError> {
+        let until = ask_until(self.deadline);
+        self.events
+            .ask(kind, params, until)
+            .await
+            .map_err(|e| match e {
+                AskError::Unsupported(m) => ClientError::Unsupported(m),
+                AskError::Failed(m) => ClientError::Failed(m),
+                AskError::Timeout => ClientError::Timeout,
+            })
+    }
+}
+
+fn elicit_answer(answer: &Value) -> Result<ElicitAnswer, String> {
+    let action = match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => ElicitAction::Accept,
+        Some("decline") => ElicitAction::Decline,
+        Some("cancel") => ElicitAction::Cancel,
+        other => return Err(format!("the client answered an unknown action {other:?}")),
+    };
+    let content = match answer.get("content") {
+        None | Some(Value::Null) => None,
+        Some(c) if c.is_object() => Some(c.to_string()),
+        Some(_) => return Err("the client's content is not an object".into()),
+    };
+    Ok(ElicitAnswer { action, content })
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+fn sampling_params(r: SamplingRequest) -> Value {
+    let messages: Vec<Value> = r
+        .messages
+        .into_iter()
+        .map(|m| json!({ "role": role_name(m.role), "content": content_json(m.content) }))
+        .collect();
+    let mut params = json!({ "messages": messages, "maxTokens": r.max_tokens });
+    if let Some(system) = r.system_prompt {
+        params["systemPrompt"] = json!(system);
+    }
+    if let Some(t) = r.temperature {
+        params["temperature"] = json!(t);
+    }
+    if !r.model_hints.is_empty() {
+        let hints: Vec<Value> = r.model_hints.iter().map(|n| json!({ "name": n })).collect();
+        params["modelPreferences"] = json!({ "hints": hints });
+    }
+    params
+}
+
+/// A content block as MCP JSON (sampling messages carry text, images and audio).
+fn content_json(block: ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text(text) => json!({ "type": "text", "text": text }),
+        ContentBlock::Image(m) => {
+            json!({ "type": "image", "data": B64.encode(&m.data), "mimeType": m.mime_type })
+        }
+        ContentBlock::Audio(m) => {
+            json!({ "type": "audio", "data": B64.encode(&m.data), "mimeType": m.mime_type })
+        }
+        ContentBlock::Resource(r) => {
+            json!({ "type": "text", "text": format!("<resource {}>", r.uri) })
+        }
+        ContentBlock::ResourceLink(l) => json!({ "type": "text", "text": l.uri }),
+    }
+}
+
+fn sampling_answer(answer: &Value) -> Result<SamplingAnswer, String> {
+    let role = match answer.get("role").and_then(Value::as_str) {
+        Some("assistant") | None => Role::Assistant,
+        Some("user") => Role::User,
+        Some(other) => return Err(format!("the client answered an unknown role {other:?}")),
+    };
+    // A client may answer one block or (since 2025-11-25) a list; the first is taken.
+    let content = match answer.get("content") {
+        Some(Value::Array(blocks)) => blocks.first(),
+        other => other,
+    }
+    .ok_or("the client's answer has no content")?;
+    let media = |c: &Value| -> Result<Media, String> {
+        let data = c.get("data").and_then(Value::as_str).unwrap_or_default();
+        Ok(Media {
+            data: B64
+                .decode(data)
+                .map_err(|e| format!("the client's data is not base64: {e}"))?,
+            mime_type: c
+                .get("mimeType")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        })
+    };
+    let content = match content.get("type").and_then(Value::as_str) {
+        Some("text") => ContentBlock::Text(
+            content
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        Some("image") => ContentBlock::Image(media(content)?),
+        Some("audio") => ContentBlock::Audio(media(content)?),
+        other => return Err(format!("the client answered content of type {other:?}")),
+    };
+    Ok(SamplingAnswer {
+        role,
+        content,
+        model: answer
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        stop_reason: answer
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicit_answers_are_read() {
+        let a = elicit_answer(&json!({ "action": "accept", "content": { "name": "x" } })).unwrap();
+        assert!(matches!(a.action, ElicitAction::Accept));
+        assert_eq!(a.content.as_deref(), Some(r#"{"name":"x"}"#));
+        assert!(elicit_answer(&json!({ "action": "maybe" })).is_err());
+        assert!(elicit_answer(&json!({ "action": "accept", "content": [1] })).is_err());
+    }
+
+    #[test]
+    fn sampling_answers_are_read() {
+        let a = sampling_answer(&json!({
+            "role": "assistant", "content": { "type": "text", "text": "hi" },
+            "model": "m", "stopReason": "endTurn"
+        }))
+        .unwrap();
+        assert!(matches!(a.content, ContentBlock::Text(ref t) if t == "hi"));
+        assert_eq!(a.model, "m");
+        assert!(sampling_answer(&json!({ "role": "assistant" })).is_err());
+    }
+}

@@ -1,0 +1,327 @@
+//! Resources, prompts and completions a `server`-world component offers:
+//! which of the three interfaces it exports, and running them under the
+//! same limits, slots and deadlines as tool calls.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use wasmtime::component::InstancePre;
+
+use super::bindings::server::exports::hangar::plugin::{completion, prompts, resources};
+use super::bindings::tool::hangar::plugin::types as wit;
+use super::limits;
+use super::state::GuestState;
+use super::tool::{Instance, ToolPlugin, content, trace, wit_context};
+use crate::config::Limits;
+use crate::pipeline::{
+    CallContext, CallError, CancelToken, CompletionRef, Completions, ErrorKind, EventSink,
+    PromptArgument, PromptDef, PromptMessage, PromptResult, ResourceContents, ResourceDef, Role,
+    Stage, TemplateDef,
+};
+
+/// The `resources`, `prompts` and `completion` exports of a component.
+#[derive(Default)]
+pub struct Offers {
+    resources: Option<resources::GuestIndices>,
+    prompts: Option<prompts::GuestIndices>,
+    completion: Option<completion::GuestIndices>,
+}
+
+impl Offers {
+    /// The interfaces `pre`'s component exports (with the types Hangar knows).
+    pub fn of(pre: &InstancePre<GuestState>) -> Offers {
+        Offers {
+            resources: resources::GuestIndices::new(pre).ok(),
+            prompts: prompts::GuestIndices::new(pre).ok(),
+            completion: completion::GuestIndices::new(pre).ok(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_none() && self.prompts.is_none() && self.completion.is_none()
+    }
+}
+
+/// What a component lists besides tools, asked once at load.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub resources: Vec<ResourceDef>,
+    pub templates: Vec<TemplateDef>,
+    pub prompts: Vec<PromptDef>,
+    pub completes: bool,
+}
+
+fn missing(what: &str) -> wasmtime::Error {
+    wasmtime::format_err!("the component does not export {what}")
+}
+
+impl ToolPlugin {
+    /// Whether the component exports `completion`.
+    pub fn completes(&self) -> bool {
+        self.offers.completion.is_some()
+    }
+
+    /// A fresh instance for one non-tool export call.
+    async fn begin(
+        &self,
+        limits: &Limits,
+        cancel: &CancelToken,
+        events: EventSink,
+        trace_id: Option<&str>,
+    ) -> Result<Instance, CallError> {
+        let until = Instant::now() + limits.queue_timeout;
+        self.instantiate(limits, cancel, events, trace_id, until)
+            .await
+    }
+
+    /// Lists the component's resources, templates and prompts (at load).
+    pub async fn list_offers(&self, limits: &Limits) -> Result<Listing, CallError> {
+        let mut listing = Listing {
+            completes: self.offers.completion.is_some(),
+            ..Listing::default()
+        };
+        if self.offers.resources.is_none() && self.offers.prompts.is_none() {
+            return Ok(listing);
+        }
+        let cancel = CancelToken::default();
+        let mut inst = self
+            .begin(limits, &cancel, EventSink::default(), None)
+            .await?;
+        let deadline = inst.store.data().deadline;
+        let out = limits::bounded(deadline, limits, &cancel, Stage::Handler, async {
+            let mut lists = (Vec::new(), Vec::new(), Vec::new());
+            if let Some(idx) = &self.offers.resources {
+                let guest = idx.load(&mut inst.store, &inst.instance)?;
+                lists.0 = guest.call_list_resources(&mut inst.store).await?;
+                lists.1 = guest.call_list_templates(&mut inst.store).await?;
+            }
+            if let Some(idx) = &self.offers.prompts {
+                let guest = idx.load(&mut inst.store, &inst.instance)?;
+                lists.2 = guest.call_list_prompts(&mut inst.store).await?;
+            }
+            Ok(lists)
+        })
+        .await;
+        limits::log_stderr(&inst.store);
+        let (resources, templates, prompts) =
+            limits::settle(out, &inst.store, Stage::Handler, limits, &cancel)?;
+        listing.resources = resources.into_iter().map(resource_def).collect();
+        listing.templates = templates.into_iter().map(template_def).collect();
+        listing.prompts = prompts.into_iter().map(prompt_def).collect();
+        Ok(listing)
+    }
+
+    /// Reads `uri`; a `not-found` answer is a [`ErrorKind::NotFound`].
+    pub async fn read_resource(
+        &self,
+        cx: &CallContext,
+        uri: &str,
+        limits: &Limits,
+    ) -> Result<Vec<ResourceContents>, CallError> {
+        let mut inst = self
+            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
+            .await?;
+        let wit_cx = wit_context(cx);
+        let deadline = inst.store.data().deadline;
+        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
+            let idx = self
+                .offers
+                .resources
+                .as_ref()
+                .ok_or_else(|| missing("resources"))?;
+            let guest = idx.load(&mut inst.store, &inst.instance)?;
+            guest.call_read(&mut inst.store, &wit_cx, uri).await
+        })
+        .await;
+        limits::log_stderr(&inst.store);
+        let items =
+            limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?.map_err(|e| {
+                match e {
+                    resources::ResourceError::NotFound(m) => {
+                        CallError::new(Stage::Handler, ErrorKind::NotFound, m)
+                    }
+                    resources::ResourceError::Failed(m) => {
+                        CallError::new(Stage::Handler, ErrorKind::Failed, m)
+                    }
+                }
+            })?;
+        let bytes: usize = items
+            .iter()
+            .map(|i| {
+                i.uri.len()
+                    + match &i.contents {
+                        wit::ResourceContents::Text(t) => t.len(),
+                        wit::ResourceContents::Blob(b) => b.len(),
+                    }
+            })
+            .sum();
+        super::tool::output_within(bytes, limits, Stage::Handler)?;
+        Ok(items.into_iter().map(resource_contents).collect())
+    }
+
+    /// Renders the prompt `name` with `arguments` (string values).
+    pub async fn get_prompt(
+        &self,
+        cx: &CallContext,
+        name: &str,
+        arguments: &Map<String, Value>,
+        limits: &Limits,
+    ) -> Result<PromptResult, CallError> {
+        let args: Vec<(String, String)> = arguments
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
+            .collect();
+        let mut inst = self
+            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
+            .await?;
+        let wit_cx = wit_context(cx);
+        let deadline = inst.store.data().deadline;
+        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
+            let idx = self
+                .offers
+                .prompts
+                .as_ref()
+                .ok_or_else(|| missing("prompts"))?;
+            let guest = idx.load(&mut inst.store, &inst.instance)?;
+            guest
+                .call_get_prompt(&mut inst.store, &wit_cx, name, &args)
+                .await
+        })
+        .await;
+        limits::log_stderr(&inst.store);
+        let result = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?
+            .map_err(|e| match e {
+                prompts::PromptError::InvalidArguments(m) => {
+                    CallError::new(Stage::Handler, ErrorKind::Invalid, m)
+                }
+                prompts::PromptError::Failed(m) => {
+                    CallError::new(Stage::Handler, ErrorKind::Failed, m)
+                }
+            })?;
+        Ok(PromptResult {
+            description: result.description,
+            messages: result
+                .messages
+                .into_iter()
+                .map(|m| PromptMessage {
+                    role: role(m.role),
+                    content: content(m.content),
+                })
+                .collect(),
+        })
+    }
+
+    /// Suggests values for an argument of one of the component's prompts or templates.
+    pub async fn complete(
+        &self,
+        cx: &CallContext,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &Map<String, Value>,
+        limits: &Limits,
+    ) -> Result<Completions, CallError> {
+        let Some(idx) = &self.offers.completion else {
+            return Ok(Completions::default());
+        };
+        let request = completion::CompletionRequest {
+            reference: match reference {
+                CompletionRef::Prompt(n) => completion::Reference::Prompt(n.clone()),
+                CompletionRef::ResourceTemplate(t) => {
+                    completion::Reference::ResourceTemplate(t.clone())
+                }
+            },
+            argument: argument.to_string(),
+            value: value.to_string(),
+            context: context
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect(),
+        };
+        let mut inst = self
+            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
+            .await?;
+        let deadline = inst.store.data().deadline;
+        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
+            let guest = idx.load(&mut inst.store, &inst.instance)?;
+            guest.call_complete(&mut inst.store, &request).await
+        })
+        .await;
+        limits::log_stderr(&inst.store);
+        let c = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
+        Ok(Completions {
+            values: c.values,
+            total: c.total,
+            has_more: c.has_more,
+        }
+        .capped())
+    }
+}
+
+fn role(r: wit::Role) -> Role {
+    match r {
+        wit::Role::User => Role::User,
+        wit::Role::Assistant => Role::Assistant,
+    }
+}
+
+fn resource_def(d: resources::ResourceDefinition) -> ResourceDef {
+    ResourceDef {
+        uri: d.uri,
+        name: d.name,
+        title: d.title,
+        description: d.description,
+        mime_type: d.mime_type,
+        size: d.size,
+    }
+}
+
+fn template_def(d: resources::ResourceTemplate) -> TemplateDef {
+    TemplateDef {
+        uri_template: d.uri_template,
+        name: d.name,
+        title: d.title,
+        description: d.description,
+        mime_type: d.mime_type,
+    }
+}
+
+fn prompt_def(d: prompts::PromptDefinition) -> PromptDef {
+    PromptDef {
+        name: d.name,
+        title: d.title,
+        description: d.description,
+        arguments: d
+            .arguments
+            .into_iter()
+            .map(|a| PromptArgument {
+                name: a.name,
+                title: a.title,
+                description: a.description,
+                required: a.required,
+            })
+            .collect(),
+    }
+}
+
+fn resource_contents(item: resources::ResourceItem) -> ResourceContents {
+    use base64::Engine as _;
+    let (text, blob) = match item.contents {
+        wit::ResourceContents::Text(t) => (Some(t), None),
+        wit::ResourceContents::Blob(b) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(&b)),
+        ),
+    };
+    ResourceContents {
+        uri: item.uri,
+        mime_type: item.mime_type,
+        text,
+        blob,
+    }
+}

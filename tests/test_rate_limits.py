@@ -1,0 +1,101 @@
+"""Rate limits per caller (principal, or client address when anonymous) on a
+tool, a plugin and the server: REST 429 with Retry-After, MCP -32000 stage
+rate_limit with data.retry_after_ms, and the allowance refills."""
+
+import time
+
+import httpx
+import pytest
+
+from conftest import Mcp
+
+KEYS = "alice=alice-key-0123456789abcdef0123, bob=bob-key-0123456789abcdef01234"
+
+CONFIG = f"""
+[plugins.api-key]
+config = {{ keys = "{KEYS}" }}
+
+[[tools]]
+name = "echo"
+rate_limit = "5/m"
+auth = {{ plugin = "api-key" }}
+
+[[tools]]
+name = "test_simple_text"
+rate_limit = "5/s"
+
+[plugins.everything]
+rate_limit = "30/m"
+"""
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(plugins=("echo", "everything", "api-key"), config=CONFIG)
+
+
+def rest_echo(server, key):
+    return httpx.post(server.url + "/tools/echo/call", json={"text": "hi"}, headers={"x-api-key": key})
+
+
+def test_the_sixth_call_of_a_five_per_minute_tool_gets_429_with_retry_after(server):
+    codes = [rest_echo(server, "alice-key-0123456789abcdef0123").status_code for _ in range(5)]
+    assert codes == [200] * 5
+    refused = rest_echo(server, "alice-key-0123456789abcdef0123")
+    assert refused.status_code == 429
+    assert 1 <= int(refused.headers["retry-after"]) <= 12
+    assert "rate limit of 5/m on tool echo exceeded" in refused.json()["content"][0]["text"]
+    # Another principal has an allowance of its own.
+    assert rest_echo(server, "bob-key-0123456789abcdef01234").status_code == 200
+    # Refused callers are told by auth first: a bad key is 401, not 429.
+    assert rest_echo(server, "nobody").status_code == 401
+
+
+def test_mcp_reports_the_stage_and_when_to_retry(server):
+    c = Mcp(server.url)
+    c.initialize()
+    key = {"x-api-key": "bob-key-0123456789abcdef01234"}
+    for _ in range(4):  # bob used one call above (or none, when run alone)
+        c.call("echo", {"text": "x"}, headers=key)
+    r = c.call("echo", {"text": "x"}, headers=key)
+    if "result" in r:  # run alone: bob's fifth call still fit
+        r = c.call("echo", {"text": "x"}, headers=key)
+    assert r["error"]["code"] == -32000
+    assert r["error"]["data"]["stage"] == "rate_limit"
+    assert r["error"]["data"]["retry_after_ms"] > 0
+
+
+def test_the_allowance_refills(server):
+    c = Mcp(server.url)
+    # Anonymous callers are counted by address; spend the burst of a 5/s tool.
+    for _ in range(50):
+        r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
+        if r.status_code == 429:
+            break
+    else:
+        pytest.fail("50 calls of a 5/s tool were never refused")
+    wait = int(r.headers["retry-after"])
+    assert wait >= 1
+    time.sleep(wait)
+    assert httpx.post(server.url + "/tools/test_simple_text/call", json={}).status_code == 200
+    assert c.call("test_simple_text", {})["result"]["isError"] is False
+
+
+def test_a_plugin_limit_is_shared_by_its_tools_and_errors_result_style(start_server):
+    s = start_server(plugins=("everything",), config='errors = "result"\n[plugins.everything]\nrate_limit = "3/m"\n')
+    c = Mcp(s.url)
+    c.initialize()
+    for name in ("test_simple_text", "test_image_content", "test_audio_content"):
+        assert c.call(name, {})["result"]["isError"] is False
+    r = c.call("test_embedded_resource", {})
+    assert r["result"]["isError"] is True
+    assert "rate limit of 3/m on plugin everything exceeded" in r["result"]["content"][0]["text"]
+
+
+def test_a_bad_rate_limit_is_a_config_error(start_server, tmp_path):
+    from conftest import run_hangar
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text('[server]\nrate_limit = "5/h"\n')
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(tmp_path))
+    assert out.returncode != 0
+    assert 'expected "N/s" or "N/m"' in out.stdout + out.stderr
