@@ -151,11 +151,25 @@ impl Postgres {
     }
 }
 
+/// How long an abandoned connection gets to fall idle after a cancel
+/// request before the request is sent again.
+const CANCEL_RETRY: Duration = Duration::from_millis(500);
+/// Cancel requests sent for one abandoned statement before its connection
+/// is closed anyway.
+const CANCEL_TRIES: u32 = 20;
+
 /// A connection whose statement may still run. Dropped before
 /// [`Running::finish`] — the call was cancelled or its caller went away —
 /// it leaves the pool for good: its statement is cancelled and the
 /// connection closed, so the cancel request cannot hit a later caller's
 /// statement on it.
+///
+/// One cancel request is not enough. The statement goes out pipelined
+/// behind `BEGIN`, and a server clears a pending cancel when it starts
+/// its next message, so a cancel that lands before the statement has begun
+/// is lost, and closing the socket does not stop a statement that never
+/// writes (`pg_sleep`). So the cancel is repeated until an empty query
+/// sent behind the statement comes back, which proves the session idle.
 struct Running {
     client: Option<Object>,
     tls: MakeRustlsConnect,
@@ -178,7 +192,15 @@ impl Drop for Running {
         let tls = self.tls.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = token.cancel_query(tls).await;
+                for _ in 0..CANCEL_TRIES {
+                    let _ = token.cancel_query(tls.clone()).await;
+                    if tokio::time::timeout(CANCEL_RETRY, client.simple_query(""))
+                        .await
+                        .is_ok()
+                    {
+                        break;
+                    }
+                }
                 drop(client);
             });
         }
