@@ -60,6 +60,22 @@ class Upstream:
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
+            def setup(self):
+                # The TLS handshake runs here, in the connection's own thread,
+                # not in accept(): a slow or refused handshake (the client
+                # that does not trust the CA) must not hold up other clients.
+                self.refused = False
+                if tls is not None:
+                    try:
+                        self.request.do_handshake()
+                    except (ssl.SSLError, OSError):
+                        self.refused = True  # a client that does not trust us
+                super().setup()
+
+            def handle(self):
+                if not self.refused:
+                    super().handle()
+
             def do_GET(self):
                 parts = urlsplit(self.path)
                 with upstream.lock:
@@ -100,7 +116,8 @@ class Upstream:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True,
+                                                do_handshake_on_connect=False)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
