@@ -167,10 +167,14 @@ pub fn connector(mode: SslMode, ca_file: Option<&Path>) -> Result<MakeRustlsConn
     };
     let verifier: Arc<dyn ServerCertVerifier> = match (mode, ca_file) {
         (SslMode::VerifyFull, _) => webpki()?,
-        (SslMode::VerifyCa, _) | (SslMode::Require, Some(_)) => Arc::new(AnyName(webpki()?)),
-        (SslMode::Disable | SslMode::Prefer | SslMode::Require, _) => {
-            Arc::new(Unchecked(provider.clone()))
-        }
+        (SslMode::VerifyCa, _) | (SslMode::Require, Some(_)) => Arc::new(Lenient {
+            chain: Some(webpki()?),
+            provider: provider.clone(),
+        }),
+        (SslMode::Disable | SslMode::Prefer | SslMode::Require, _) => Arc::new(Lenient {
+            chain: None,
+            provider: provider.clone(),
+        }),
     };
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -198,11 +202,19 @@ pub fn ca_file(configured: Option<&Path>, from_url: Option<&str>) -> Option<Path
         .or_else(|| from_url.filter(|p| !p.is_empty()).map(PathBuf::from))
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name is not checked.
+/// The verifier of the modes that check less than `verify-full`: for
+/// `verify-ca` (and `require` with a CA file) the chain must lead to a
+/// trusted root but the name is not checked; for `prefer` and `require`
+/// without one the certificate is not checked at all (libpq's behaviour).
+/// Either way the handshake's signatures are.
 #[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
+struct Lenient {
+    /// Checks the chain; `None`: the certificate is taken as it is.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -211,10 +223,10 @@ impl ServerCertVerifier for AnyName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, TlsError> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(TlsError::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -228,7 +240,8 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -237,61 +250,14 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a CA file: encrypted, the certificate not
-/// checked (libpq's behaviour); the handshake's signatures still are.
-#[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, TlsError> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

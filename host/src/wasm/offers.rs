@@ -61,17 +61,26 @@ impl ToolPlugin {
         self.offers.completion.is_some()
     }
 
-    /// A fresh instance for one non-tool export call.
-    async fn begin(
+    /// Runs one export call on a fresh instance under the call's deadline
+    /// and cancellation, then logs the guest's stderr and turns a trap,
+    /// fuel or memory exhaustion into a [`CallError`].
+    async fn run<T>(
         &self,
         limits: &Limits,
         cancel: &CancelToken,
         events: EventSink,
         trace_id: Option<&str>,
-    ) -> Result<Instance, CallError> {
+        export: impl AsyncFnOnce(&mut Instance) -> wasmtime::Result<T>,
+    ) -> Result<T, CallError> {
         let until = Instant::now() + limits.queue_timeout;
-        self.instantiate(limits, cancel, events, trace_id, until)
-            .await
+        let mut inst = self
+            .instantiate(limits, cancel, events, trace_id, until)
+            .await?;
+        let deadline = inst.store.data().deadline;
+        let out =
+            limits::bounded(deadline, limits, cancel, Stage::Handler, export(&mut inst)).await;
+        limits::log_stderr(&inst.store);
+        limits::settle(out, &inst.store, Stage::Handler, limits, cancel)
     }
 
     /// Lists the component's resources, templates and prompts (at load).
@@ -84,27 +93,21 @@ impl ToolPlugin {
             return Ok(listing);
         }
         let cancel = CancelToken::default();
-        let mut inst = self
-            .begin(limits, &cancel, EventSink::default(), None)
+        let (resources, templates, prompts) = self
+            .run(limits, &cancel, EventSink::default(), None, async |inst| {
+                let mut lists = (Vec::new(), Vec::new(), Vec::new());
+                if let Some(idx) = &self.offers.resources {
+                    let guest = idx.load(&mut inst.store, &inst.instance)?;
+                    lists.0 = guest.call_list_resources(&mut inst.store).await?;
+                    lists.1 = guest.call_list_templates(&mut inst.store).await?;
+                }
+                if let Some(idx) = &self.offers.prompts {
+                    let guest = idx.load(&mut inst.store, &inst.instance)?;
+                    lists.2 = guest.call_list_prompts(&mut inst.store).await?;
+                }
+                Ok(lists)
+            })
             .await?;
-        let deadline = inst.store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cancel, Stage::Handler, async {
-            let mut lists = (Vec::new(), Vec::new(), Vec::new());
-            if let Some(idx) = &self.offers.resources {
-                let guest = idx.load(&mut inst.store, &inst.instance)?;
-                lists.0 = guest.call_list_resources(&mut inst.store).await?;
-                lists.1 = guest.call_list_templates(&mut inst.store).await?;
-            }
-            if let Some(idx) = &self.offers.prompts {
-                let guest = idx.load(&mut inst.store, &inst.instance)?;
-                lists.2 = guest.call_list_prompts(&mut inst.store).await?;
-            }
-            Ok(lists)
-        })
-        .await;
-        limits::log_stderr(&inst.store);
-        let (resources, templates, prompts) =
-            limits::settle(out, &inst.store, Stage::Handler, limits, &cancel)?;
         listing.resources = resources.into_iter().map(resource_def).collect();
         listing.templates = templates.into_iter().map(template_def).collect();
         listing.prompts = prompts.into_iter().map(prompt_def).collect();
@@ -118,31 +121,27 @@ impl ToolPlugin {
         uri: &str,
         limits: &Limits,
     ) -> Result<Vec<ResourceContents>, CallError> {
-        let mut inst = self
-            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
-            .await?;
         let wit_cx = wit_context(cx);
-        let deadline = inst.store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
-            let idx = self
-                .offers
-                .resources
-                .as_ref()
-                .ok_or_else(|| missing("resources"))?;
-            let guest = idx.load(&mut inst.store, &inst.instance)?;
-            guest.call_read(&mut inst.store, &wit_cx, uri).await
-        })
-        .await;
-        limits::log_stderr(&inst.store);
-        let items =
-            limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?.map_err(|e| {
-                match e {
-                    resources::ResourceError::NotFound(m) => {
-                        CallError::new(Stage::Handler, ErrorKind::NotFound, m)
-                    }
-                    resources::ResourceError::Failed(m) => {
-                        CallError::new(Stage::Handler, ErrorKind::Failed, m)
-                    }
+        let items = self
+            .run(
+                limits,
+                &cx.cancel,
+                cx.events.clone(),
+                trace(cx),
+                async |inst| {
+                    let idx = self.offers.resources.as_ref();
+                    let guest = idx.ok_or_else(|| missing("resources"))?;
+                    let guest = guest.load(&mut inst.store, &inst.instance)?;
+                    guest.call_read(&mut inst.store, &wit_cx, uri).await
+                },
+            )
+            .await?
+            .map_err(|e| match e {
+                resources::ResourceError::NotFound(m) => {
+                    CallError::new(Stage::Handler, ErrorKind::NotFound, m)
+                }
+                resources::ResourceError::Failed(m) => {
+                    CallError::new(Stage::Handler, ErrorKind::Failed, m)
                 }
             })?;
         let bytes: usize = items
@@ -176,25 +175,22 @@ impl ToolPlugin {
                 )
             })
             .collect();
-        let mut inst = self
-            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
-            .await?;
         let wit_cx = wit_context(cx);
-        let deadline = inst.store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
-            let idx = self
-                .offers
-                .prompts
-                .as_ref()
-                .ok_or_else(|| missing("prompts"))?;
-            let guest = idx.load(&mut inst.store, &inst.instance)?;
-            guest
-                .call_get_prompt(&mut inst.store, &wit_cx, name, &args)
-                .await
-        })
-        .await;
-        limits::log_stderr(&inst.store);
-        let result = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?
+        let result = self
+            .run(
+                limits,
+                &cx.cancel,
+                cx.events.clone(),
+                trace(cx),
+                async |inst| {
+                    let idx = self.offers.prompts.as_ref();
+                    let guest = idx.ok_or_else(|| missing("prompts"))?;
+                    let guest = guest.load(&mut inst.store, &inst.instance)?;
+                    let call = guest.call_get_prompt(&mut inst.store, &wit_cx, name, &args);
+                    call.await
+                },
+            )
+            .await?
             .map_err(|e| match e {
                 prompts::PromptError::InvalidArguments(m) => {
                     CallError::new(Stage::Handler, ErrorKind::Invalid, m)
@@ -243,17 +239,18 @@ impl ToolPlugin {
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                 .collect(),
         };
-        let mut inst = self
-            .begin(limits, &cx.cancel, cx.events.clone(), trace(cx))
+        let c = self
+            .run(
+                limits,
+                &cx.cancel,
+                cx.events.clone(),
+                trace(cx),
+                async |inst| {
+                    let guest = idx.load(&mut inst.store, &inst.instance)?;
+                    guest.call_complete(&mut inst.store, &request).await
+                },
+            )
             .await?;
-        let deadline = inst.store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
-            let guest = idx.load(&mut inst.store, &inst.instance)?;
-            guest.call_complete(&mut inst.store, &request).await
-        })
-        .await;
-        limits::log_stderr(&inst.store);
-        let c = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
         Ok(Completions {
             values: c.values,
             total: c.total,
