@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod rest;
 pub mod scaffold;
 pub mod server;
+pub mod traces;
 pub mod wasm;
 
 use std::collections::HashMap;

@@ -90,10 +90,11 @@ impl Pipeline {
     ) -> Result<ToolResult, CallError> {
         let started = std::time::Instant::now();
         // A meta-tool's inner call is timed and counted on its own.
-        let outer = std::mem::replace(&mut cx.stages, observe::StageClock::start(&self.metrics));
+        let outer = std::mem::take(&mut cx.stages);
+        cx.stages = observe::StageClock::start(&self.metrics, name, &outer, cx);
         let fuel_before = cx.usage.fuel();
         let outcome = self.run_stages(name, args, cx).await;
-        cx.stages.finish();
+        cx.stages.finish(&outcome);
         access::log(name, cx, &outcome, started.elapsed());
         let fuel = cx.usage.fuel() - fuel_before;
         observe::ended(&self.metrics, name, cx, &outcome, fuel);
