@@ -10,10 +10,12 @@ pub mod config;
 pub mod db;
 pub mod health;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod rest;
 pub mod scaffold;
 pub mod server;
+pub mod traces;
 pub mod wasm;
 
 use std::collections::HashMap;
@@ -185,6 +187,13 @@ impl Hangar {
             config,
             _runtime: runtime,
         })
+    }
+}
+
+impl Hangar {
+    /// The wasm runtime the catalog's plugins run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self._runtime
     }
 }
 

@@ -107,6 +107,14 @@ fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    // Before the async runtime: the OTLP exporter's HTTP client is blocking.
+    let traces = match &cli.command {
+        Command::Serve { .. } => hangar::traces::init().unwrap_or_else(|e| {
+            tracing::error!("traces are off: {e}");
+            None
+        }),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -138,6 +146,9 @@ fn main() -> ExitCode {
             }
         }
     });
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -67,10 +67,17 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         max_bytes: server.max_body_bytes,
         stats: http,
     });
-    let guarded = Router::new()
+    let mut guarded = Router::new()
         .merge(rest)
-        .route("/healthz", get(healthz).with_state(health))
-        .layer(middleware::from_fn_with_state(policy, origin_guard));
+        .route("/healthz", get(healthz).with_state(health));
+    if server.metrics {
+        let state = Arc::new(MetricsState {
+            pipeline: hangar.pipeline.clone(),
+            sched: hangar.runtime().scheduler().clone(),
+        });
+        guarded = guarded.route("/metrics", get(metrics).with_state(state));
+    }
+    let guarded = guarded.layer(middleware::from_fn_with_state(policy, origin_guard));
     Router::new()
         .merge(mcp::router(mcp_state))
         .merge(guarded)
@@ -220,4 +227,30 @@ async fn healthz(
     report["http"] = json!(state.http.report());
     report["sessions"] = json!(state.mcp.session_report());
     Json(report).into_response()
+}
+
+/// What `/metrics` reads: the pipeline's registry and catalog, and the
+/// scheduler's instance slots.
+struct MetricsState {
+    pipeline: crate::pipeline::Pipeline,
+    sched: Arc<crate::wasm::sched::Scheduler>,
+}
+
+/// `/metrics`: the Prometheus text exposition (OpenMetrics flavour).
+async fn metrics(State(state): State<Arc<MetricsState>>) -> Response {
+    let (tools, stages) = state.sched.in_use();
+    let mut live = crate::metrics::Live {
+        instances: vec![("tools", tools.into()), ("stages", stages.into())],
+        ..Default::default()
+    };
+    state.pipeline.catalog().db_live(&mut live);
+    let body = state.pipeline.metrics().render(&live);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }

@@ -356,6 +356,42 @@ impl Catalog {
         tools.chain(resources).chain(templates).collect()
     }
 
+    /// Result-cache counters and DB pool use over every statement the
+    /// catalog serves, whoever may see it (for `/metrics`, which names none).
+    pub fn db_live(&self, live: &mut crate::metrics::Live) {
+        let tools = self.order.iter().filter_map(|t| match &t.backend {
+            Backend::Sql(db) => Some(db),
+            Backend::Wasm { .. } => None,
+        });
+        let sql = |p: &Provider| match p {
+            Provider::Sql(db) => Some(db.clone()),
+            Provider::Wasm(_) => None,
+        };
+        let offered = &self.offered;
+        let statements: Vec<_> = tools
+            .cloned()
+            .chain(offered.resources.iter().filter_map(|r| sql(&r.provider)))
+            .chain(offered.templates.iter().filter_map(|t| sql(&t.provider)))
+            .collect();
+        let mut connectors: Vec<&Arc<crate::db::Connector>> = Vec::new();
+        for db in &statements {
+            if let Some(stats) = db.cache_stats() {
+                live.cache_hits += stats.hits;
+                live.cache_misses += stats.misses;
+            }
+            if let Some(c) = db.connector()
+                && !connectors.iter().any(|seen| Arc::ptr_eq(seen, c))
+            {
+                connectors.push(c);
+            }
+        }
+        for c in connectors {
+            let (in_use, waiting) = c.pool_use();
+            live.db_in_use += in_use;
+            live.db_waiting += waiting;
+        }
+    }
+
     pub fn mode(&self) -> CatalogMode {
         self.mode
     }

@@ -109,6 +109,9 @@ pub struct ServerConfig {
     pub ui: bool,
     /// Give every call a trace id (or honour an incoming `traceparent`).
     pub trace_ids: bool,
+    /// Serve Prometheus metrics at `GET /metrics` (behind the Host/Origin
+    /// check); `false` answers 404 there.
+    pub metrics: bool,
     /// What `tools/list` shows: every tool, only the meta-tools
     /// (`search_tools`, `read_tool`, `call_tool`), or both.
     pub catalog: CatalogMode,
@@ -168,6 +171,7 @@ impl Default for ServerConfig {
             allow_execute: true,
             ui: true,
             trace_ids: true,
+            metrics: true,
             catalog: CatalogMode::Full,
             rate_limit: None,
             header_timeout: Duration::from_secs(10),
@@ -513,6 +517,13 @@ mod tests {
         assert_eq!(c.server.idle_timeout, Duration::from_secs(60));
         assert_eq!(c.server.max_connections, 512);
         assert_eq!(c.server.max_sessions, 10_000);
+    }
+
+    #[test]
+    fn metrics_are_served_unless_turned_off() {
+        assert!(Config::parse("").unwrap().server.metrics);
+        let off = Config::parse("[server]\nmetrics = false").unwrap();
+        assert!(!off.server.metrics);
     }
 
     #[test]

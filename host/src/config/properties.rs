@@ -39,6 +39,7 @@ const KEYS: &[&str] = &[
     "allow_execute",
     "ui",
     "trace_ids",
+    "metrics",
     "catalog",
     "fuel",
     "deadline",

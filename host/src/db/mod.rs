@@ -74,6 +74,17 @@ impl Connector {
     }
 }
 
+impl Connector {
+    /// Connections lent out and calls waiting for one (Postgres pools;
+    /// SQLite's are not counted).
+    pub fn pool_use(&self) -> (u64, u64) {
+        match self {
+            Connector::Postgres(pg) => pg.pool_use(),
+            Connector::Sqlite(_) => (0, 0),
+        }
+    }
+}
+
 /// Every connector by name; one that could not be set up keeps its error,
 /// which its tools report at the env stage.
 pub struct Connectors {
@@ -331,6 +342,11 @@ impl DbTool {
             .err()
             .or(self.connector.as_ref().err())?;
         Some(format!("{}: {err}", self.label))
+    }
+
+    /// Its connector, if it could be set up.
+    pub fn connector(&self) -> Option<&Arc<Connector>> {
+        self.connector.as_ref().ok()
     }
 
     pub fn cache_stats(&self) -> Option<CacheStats> {

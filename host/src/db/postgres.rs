@@ -49,6 +49,19 @@ pub struct Postgres {
 }
 
 impl Postgres {
+    /// Connections lent out and calls waiting for one, over both pools.
+    pub fn pool_use(&self) -> (u64, u64) {
+        [&self.read_only, &self.read_write]
+            .iter()
+            .map(|p| p.status())
+            .fold((0, 0), |(used, waiting), s| {
+                (
+                    used + s.size.saturating_sub(s.available) as u64,
+                    waiting + s.waiting as u64,
+                )
+            })
+    }
+
     /// Builds the pools; nothing connects until the first call.
     pub fn new(cfg: &PostgresConfig, url: &str) -> Result<Postgres, String> {
         let url = pg_tls::split_url(url);

@@ -18,11 +18,7 @@ pub(super) fn log(
         None => "internal",
     };
     let principal = cx.principal.as_ref().map_or("-", |p| p.subject.as_str());
-    let (outcome, stage) = match outcome {
-        Ok(r) if r.is_error => ("tool_error", "handler"),
-        Ok(_) => ("ok", "-"),
-        Err(e) => (e.kind.as_str(), e.stage.as_str()),
-    };
+    let (outcome, stage) = self::outcome(outcome);
     tracing::info!(
         target: "hangar::access",
         tool,
@@ -34,4 +30,15 @@ pub(super) fn log(
         trace_id = %cx.trace_id,
         "call"
     );
+}
+
+/// How a call ended and in which stage: `("ok", "-")`, `("tool_error",
+/// "handler")` or the error's kind and stage. The access line and the
+/// call counter say it alike.
+pub(super) fn outcome(outcome: &Result<ToolResult, CallError>) -> (&'static str, &'static str) {
+    match outcome {
+        Ok(r) if r.is_error => ("tool_error", "handler"),
+        Ok(_) => ("ok", "-"),
+        Err(e) => (e.kind.as_str(), e.stage.as_str()),
+    }
 }

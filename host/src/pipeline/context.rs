@@ -333,6 +333,25 @@ pub struct CallContext {
     pub request: Option<Arc<RequestInfo>>,
     pub events: EventSink,
     pub cancel: CancelToken,
+    /// What the call's guests consumed, for metrics.
+    pub usage: CallUsage,
+    /// The running stage, timed for metrics (set by `Pipeline::call`).
+    pub stages: super::observe::StageClock,
+}
+
+/// Fuel a call's tool handler burned, added up by the wasm backend and
+/// shared by every clone of the call's context.
+#[derive(Debug, Clone, Default)]
+pub struct CallUsage(Arc<AtomicU64>);
+
+impl CallUsage {
+    pub fn add_fuel(&self, fuel: u64) {
+        self.0.fetch_add(fuel, Ordering::Relaxed);
+    }
+
+    pub fn fuel(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl CallContext {

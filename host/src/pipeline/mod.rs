@@ -8,6 +8,7 @@ mod changes;
 mod context;
 mod error;
 pub mod meta;
+mod observe;
 mod offered;
 mod offers;
 mod result;
@@ -20,8 +21,8 @@ use serde_json::{Value, json};
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
 pub use changes::ResourceChanges;
 pub use context::{
-    CallContext, CallEvent, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal, RequestInfo,
-    Transport,
+    CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
+    RequestInfo, Transport,
 };
 pub use error::{CallError, ErrorKind, Stage};
 pub use offered::{
@@ -32,6 +33,7 @@ pub use result::{Content, ResourceContents, ToolResult};
 pub use validate::ArgsValidator;
 
 use crate::catalog::{Backend, Catalog, CatalogTool};
+use crate::metrics::Metrics;
 
 /// Runs calls against one catalog.
 #[derive(Clone)]
@@ -39,6 +41,8 @@ pub struct Pipeline {
     catalog: Arc<Catalog>,
     /// Resources guests announced as changed, for subscribed clients.
     changes: ResourceChanges,
+    /// Where calls are counted and timed (one registry for the process).
+    metrics: Arc<Metrics>,
 }
 
 impl Pipeline {
@@ -46,7 +50,19 @@ impl Pipeline {
         Pipeline {
             catalog,
             changes: ResourceChanges::default(),
+            metrics: Arc::default(),
         }
+    }
+
+    /// This pipeline, counting calls in `metrics` (a reloaded pipeline keeps
+    /// the old one's).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// This pipeline, announcing changes on `changes` (the guests' channel).
@@ -73,8 +89,16 @@ impl Pipeline {
         cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
         let started = std::time::Instant::now();
+        // A meta-tool's inner call is timed and counted on its own.
+        let outer = std::mem::take(&mut cx.stages);
+        cx.stages = observe::StageClock::start(&self.metrics, name, &outer, cx);
+        let fuel_before = cx.usage.fuel();
         let outcome = self.run_stages(name, args, cx).await;
+        cx.stages.finish(&outcome);
         access::log(name, cx, &outcome, started.elapsed());
+        let fuel = cx.usage.fuel() - fuel_before;
+        observe::ended(&self.metrics, name, cx, &outcome, fuel);
+        cx.stages = outer;
         outcome
     }
 
@@ -208,6 +232,7 @@ fn proceed(cx: &CallContext, next: Stage) -> Result<(), CallError> {
     if cx.cancel.is_cancelled() {
         return Err(CallError::cancelled(next));
     }
+    cx.stages.enter(next);
     Ok(())
 }
 

@@ -155,6 +155,11 @@ impl Runtime {
         })
     }
 
+    /// The instance slots and CPU lane every guest call goes through.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.sched
+    }
+
     /// Loads every `*.wasm` in `dir` and in `dir/mappers/`, compiling in
     /// parallel. A file that fails is reported in `failures`; the others
     /// still load. `meta` gives each plugin its configuration by name.

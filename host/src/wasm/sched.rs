@@ -70,6 +70,9 @@ pub struct Scheduler {
     /// Held by calls older than `long_after` while they queue for `cpu`.
     long: Arc<Semaphore>,
     long_after: Duration,
+    /// Slot counts of the two pools, to tell how many are in use.
+    tool_max: u32,
+    stage_max: u32,
 }
 
 impl Scheduler {
@@ -81,7 +84,19 @@ impl Scheduler {
             cpu: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long_after: opts.long_running_after,
+            tool_max: tools,
+            stage_max: opts.stage_instances,
         })
+    }
+
+    /// Instance slots in use now: (tool pool, auth and mapper pool).
+    pub fn in_use(&self) -> (u32, u32) {
+        let used =
+            |slots: &Semaphore, max: u32| max.saturating_sub(slots.available_permits() as u32);
+        (
+            used(&self.tool_slots, self.tool_max),
+            used(&self.stage_slots, self.stage_max),
+        )
     }
 
     /// An instance slot from `pool`, waiting until `until` at most.

@@ -147,6 +147,8 @@ impl ToolPlugin {
         })
         .await;
         limits::log_stderr(&inst.store);
+        let left = inst.store.get_fuel().unwrap_or(limits.fuel);
+        cx.usage.add_fuel(limits.fuel.saturating_sub(left));
         // A trapped, timed-out or cancelled instance is never reused.
         let out = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
         self.give_back(inst, calls + 1);

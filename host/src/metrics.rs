@@ -1,0 +1,317 @@
+//! Prometheus metrics: one [`Metrics`] registry per process, shared by
+//! `Arc`. The pipeline counts each call as it ends (tool, stage, outcome,
+//! fuel, dropped events) and times each stage; what lives in other
+//! components (instance slots, DB pools, result caches) is read at scrape
+//! time from a [`Live`] snapshot, so the backends carry no metrics handle.
+//! `GET /metrics` (see [`crate::server`]) renders it in the text format.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The tool label of a call to a name that is not (or not visibly) a tool:
+/// never the name asked for, so a client cannot make a series per name.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    stage: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Stage latency buckets: 50 µs to about 13 s, ×4 each.
+fn stage_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 4.0, 10))
+}
+
+/// How one call ended, as the access line says it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallOutcome<'a> {
+    pub tool: &'a str,
+    /// Where it ended (`handler` for a tool error, `-` when it succeeded).
+    pub stage: &'static str,
+    /// `ok`, `tool_error` or the error kind (`unauthorized`, `busy`, …).
+    pub outcome: &'static str,
+    /// Fuel its tool's guest burned.
+    pub fuel: u64,
+    /// Events (logs, progress) it lost to its budget or a full channel.
+    pub dropped_events: u64,
+}
+
+/// What is read from the rest of the server at scrape time.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// Wasm instance slots in use, by pool (`tools`, `stages`).
+    pub instances: Vec<(&'static str, u64)>,
+    /// DB connections lent out, and callers waiting for one, over every pool.
+    pub db_in_use: u64,
+    pub db_waiting: u64,
+    /// Result-cache hits and misses over every cached statement.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+/// The registry and every series Hangar exports.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    stage_seconds: Histograms<StageLabels>,
+    fuel: Family<ToolLabels, Counter>,
+    dropped_events: Family<ToolLabels, Counter>,
+    busy: Counter,
+    rate_limited: Counter,
+    reloads: Counter,
+    instances: Family<PoolLabels, Gauge>,
+    db_in_use: Gauge,
+    db_waiting: Gauge,
+    /// Copied from the caches' own counters at scrape time.
+    cache_hits: Counter,
+    cache_misses: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("hangar");
+        let calls = Family::<CallLabels, Counter>::default();
+        let stage_seconds: Histograms<StageLabels> = Family::new_with_constructor(stage_histogram);
+        let fuel = Family::<ToolLabels, Counter>::default();
+        let dropped_events = Family::<ToolLabels, Counter>::default();
+        let instances = Family::<PoolLabels, Gauge>::default();
+        let m = Metrics {
+            calls,
+            stage_seconds,
+            fuel,
+            dropped_events,
+            busy: Counter::default(),
+            rate_limited: Counter::default(),
+            reloads: Counter::default(),
+            instances,
+            db_in_use: Gauge::default(),
+            db_waiting: Gauge::default(),
+            cache_hits: Counter::default(),
+            cache_misses: Counter::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "calls",
+            "Tool calls by tool, the stage they ended in and how they ended",
+            m.calls.clone(),
+        );
+        r.register(
+            "stage_duration_seconds",
+            "Time spent in each pipeline stage",
+            m.stage_seconds.clone(),
+        );
+        r.register(
+            "fuel_consumed",
+            "Wasm fuel burned by tool handlers",
+            m.fuel.clone(),
+        );
+        r.register(
+            "dropped_events",
+            "Log and progress events dropped (over budget or the client not keeping up)",
+            m.dropped_events.clone(),
+        );
+        r.register(
+            "busy_rejections",
+            "Calls refused because no instance slot or concurrency permit came free in time",
+            m.busy.clone(),
+        );
+        r.register(
+            "rate_limit_rejections",
+            "Calls refused by a rate limit",
+            m.rate_limited.clone(),
+        );
+        r.register("reloads", "Catalog reloads", m.reloads.clone());
+        r.register(
+            "wasm_instances_in_use",
+            "Wasm instance slots in use, by pool",
+            m.instances.clone(),
+        );
+        r.register(
+            "db_pool_in_use",
+            "Database connections lent out",
+            m.db_in_use.clone(),
+        );
+        r.register(
+            "db_pool_waiting",
+            "Calls waiting for a database connection",
+            m.db_waiting.clone(),
+        );
+        r.register(
+            "result_cache_hits",
+            "Result-cache hits of DB tools and resources",
+            m.cache_hits.clone(),
+        );
+        r.register(
+            "result_cache_misses",
+            "Result-cache misses of DB tools and resources",
+            m.cache_misses.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts one finished call.
+    pub fn call_ended(&self, call: CallOutcome<'_>) {
+        let tool = call.tool.to_string();
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.clone(),
+                stage: call.stage,
+                outcome: call.outcome,
+            })
+            .inc();
+        match call.outcome {
+            "busy" => {
+                self.busy.inc();
+            }
+            "rate_limited" => {
+                self.rate_limited.inc();
+            }
+            _ => {}
+        }
+        if call.fuel > 0 {
+            self.fuel
+                .get_or_create(&ToolLabels { tool: tool.clone() })
+                .inc_by(call.fuel);
+        }
+        if call.dropped_events > 0 {
+            self.dropped_events
+                .get_or_create(&ToolLabels { tool })
+                .inc_by(call.dropped_events);
+        }
+    }
+
+    /// Records how long one stage of a call took.
+    pub fn stage_took(&self, stage: &'static str, took: Duration) {
+        self.stage_seconds
+            .get_or_create(&StageLabels { stage })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Counts one catalog reload (hot reload calls this once per swap).
+    pub fn reloaded(&self) {
+        self.reloads.inc();
+    }
+
+    /// The text exposition, with `live` figures as of now.
+    pub fn render(&self, live: &Live) -> String {
+        for (pool, n) in &live.instances {
+            self.instances
+                .get_or_create(&PoolLabels { pool })
+                .set(*n as i64);
+        }
+        self.db_in_use.set(live.db_in_use as i64);
+        self.db_waiting.set(live.db_waiting as i64);
+        // The caches count for themselves; the exported counter mirrors them.
+        self.cache_hits
+            .inner()
+            .store(live.cache_hits, Ordering::Relaxed);
+        self.cache_misses
+            .inner()
+            .store(live.cache_misses, Ordering::Relaxed);
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample<'a>(text: &'a str, line_start: &str) -> Option<&'a str> {
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next())
+    }
+
+    #[test]
+    fn calls_are_counted_by_tool_stage_and_outcome() {
+        let m = Metrics::new();
+        let ok = CallOutcome {
+            tool: "echo",
+            stage: "-",
+            outcome: "ok",
+            fuel: 40_000,
+            dropped_events: 0,
+        };
+        m.call_ended(ok);
+        m.call_ended(ok);
+        m.call_ended(CallOutcome {
+            stage: "rate_limit",
+            outcome: "rate_limited",
+            fuel: 0,
+            dropped_events: 2,
+            ..ok
+        });
+        m.stage_took("handler", Duration::from_micros(70));
+        m.reloaded();
+        let text = m.render(&Live {
+            instances: vec![("tools", 3)],
+            cache_hits: 5,
+            ..Live::default()
+        });
+        let get = |s| sample(&text, s);
+        assert_eq!(
+            get(r#"hangar_calls_total{tool="echo",stage="-",outcome="ok"}"#),
+            Some("2")
+        );
+        assert_eq!(
+            get(r#"hangar_calls_total{tool="echo",stage="rate_limit",outcome="rate_limited"}"#),
+            Some("1")
+        );
+        assert_eq!(get("hangar_rate_limit_rejections_total"), Some("1"));
+        assert_eq!(get("hangar_busy_rejections_total"), Some("0"));
+        assert_eq!(
+            get(r#"hangar_fuel_consumed_total{tool="echo"}"#),
+            Some("80000")
+        );
+        assert_eq!(
+            get(r#"hangar_dropped_events_total{tool="echo"}"#),
+            Some("2")
+        );
+        assert_eq!(
+            get(r#"hangar_stage_duration_seconds_count{stage="handler"}"#),
+            Some("1")
+        );
+        assert_eq!(
+            get(r#"hangar_wasm_instances_in_use{pool="tools"}"#),
+            Some("3")
+        );
+        assert_eq!(get("hangar_result_cache_hits_total"), Some("5"));
+        assert_eq!(get("hangar_reloads_total"), Some("1"));
+    }
+}

@@ -1,0 +1,149 @@
+"""OpenTelemetry traces over OTLP/HTTP (protobuf): a span per call that
+continues an incoming `traceparent`, a child span per stage, MCP semantic
+convention attributes, and the same trace id in the answer as in the span."""
+
+import http.server
+import secrets
+import threading
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
+
+from conftest import Mcp, free_port, wait_for
+
+STAGES = {"auth", "rate_limit", "input_map", "validate", "handler", "output_map"}
+
+
+class Receiver:
+    """A tiny OTLP/HTTP collector: keeps every span it is sent, with its
+    resource's attributes."""
+
+    def __init__(self):
+        self.spans = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if self.path != "/v1/traces":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                with receiver.lock:
+                    for rs in request.resource_spans:
+                        resource = {a.key: a.value.string_value for a in rs.resource.attributes}
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                receiver.spans.append((resource, span))
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.port = free_port()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def trace(self, trace_id: str):
+        with self.lock:
+            return [(r, s) for r, s in self.spans if s.trace_id.hex() == trace_id]
+
+    def close(self):
+        self.server.shutdown()
+
+
+def attrs(span) -> dict:
+    out = {}
+    for a in span.attributes:
+        v = a.value
+        out[a.key] = v.string_value if v.HasField("string_value") else v
+    return out
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def server(start_server, receiver):
+    return start_server(plugins=("echo",), env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "hangar-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    })
+
+
+def call_spans(receiver, trace_id, name, children):
+    """Waits until the trace has the call span and `children` stage spans under it."""
+    def ready():
+        spans = receiver.trace(trace_id)
+        calls = [(r, s) for r, s in spans if s.name == name]
+        if not calls:
+            return None
+        call = calls[0][1]
+        kids = [s for _, s in spans if s.parent_span_id == call.span_id]
+        return (calls[0], kids) if len(kids) >= children else None
+    return wait_for(ready, 30, f"the spans of {name} in trace {trace_id}")
+
+
+def test_a_call_continues_the_incoming_trace_with_a_span_per_stage(server, receiver):
+    trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
+    c = Mcp(server.url)
+    c.initialize()
+    r = c.call("echo", {"text": "traced"}, headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+    assert r["result"]["content"][0]["text"] == "traced"
+
+    (resource, call), stages = call_spans(receiver, trace_id, "tools/call echo", len(STAGES))
+    assert resource["service.name"] == "hangar-test"
+    assert call.parent_span_id.hex() == parent
+    a = attrs(call)
+    assert a["mcp.method.name"] == "tools/call"
+    assert a["gen_ai.tool.name"] == "echo"
+    assert a["mcp.session.id"] == c.session
+    assert "error.type" not in a
+    assert {s.name for s in stages} == STAGES
+    assert all(s.trace_id.hex() == trace_id for s in stages)
+    # Stages run one after another, inside the call.
+    ordered = sorted(stages, key=lambda s: s.start_time_unix_nano)
+    assert [s.name for s in ordered] == ["auth", "rate_limit", "input_map", "validate",
+                                         "handler", "output_map"]
+    assert all(call.start_time_unix_nano <= s.start_time_unix_nano and
+               s.end_time_unix_nano <= call.end_time_unix_nano for s in stages)
+
+
+def test_a_failed_call_says_its_error_type_on_the_failing_stage(server, receiver):
+    trace_id = secrets.token_hex(16)
+    c = Mcp(server.url)
+    c.initialize()
+    r = c.call("echo", {"text": 42}, headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+    assert r["error"]["data"]["stage"] == "validate"
+    (_, call), stages = call_spans(receiver, trace_id, "tools/call echo", 4)
+    assert attrs(call)["error.type"] == "invalid"
+    # No stage after the failing one ran.
+    assert {s.name for s in stages} == {"auth", "rate_limit", "input_map", "validate"}
+    failed = next(s for s in stages if s.name == "validate")
+    assert attrs(failed)["error.type"] == "invalid"
+
+
+def test_without_traceparent_the_answer_names_the_spans_trace(server, receiver):
+    r = httpx.post(server.url + "/tools/echo/call", json={"text": "rest"})
+    assert r.status_code == 200
+    trace_id = r.json()["_meta"]["_trace_id"]
+    (_, call), _ = call_spans(receiver, trace_id, "tools/call echo", len(STAGES))
+    assert call.parent_span_id == b""
+    assert server.log_text().count(f"trace_id={trace_id}") + \
+        server.log_text().count(f'"trace_id":"{trace_id}"') >= 1
