@@ -54,10 +54,10 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         ui: server.ui,
     });
     let health = Arc::new(HealthState {
-        health: Health::new(
+        health: Health::live(
             hangar.pipeline.clone(),
-            hangar.problems.clone(),
-            &hangar.config,
+            hangar.facts.clone(),
+            hangar.reload.clone(),
         ),
         mcp: mcp_state.clone(),
         http: http.clone(),
@@ -215,7 +215,12 @@ async fn healthz(
         &headers,
         Some(client),
     )));
-    let principal = state.health.pipeline().listing_principal(&cx).await;
+    let principal = state
+        .health
+        .pipeline()
+        .current()
+        .listing_principal(&cx)
+        .await;
     let mut report = state.health.report(principal.as_ref());
     report["http"] = json!(state.http.report());
     report["sessions"] = json!(state.mcp.session_report());
