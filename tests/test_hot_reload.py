@@ -197,3 +197,16 @@ def test_calls_past_the_shutdown_grace_are_cancelled(start_server):
     t.join(30)
     assert "error" in reply, reply
     assert "cancelling them" in server.log_text()
+
+
+def test_sigterm_ends_open_get_streams_instead_of_waiting_for_them(start_server):
+    # A grace longer than the wait below: only ending the stream lets the process exit in time.
+    server = start_server(plugins=("echo",), config='shutdown_grace = "120s"\n')
+    c = session(server)
+    stream = Stream(server, c.session)
+    try:
+        server.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: stream.ended.is_set(), 30, "the GET stream to end")
+        assert server.proc.wait(30) == 0
+    finally:
+        stream.close()

@@ -33,6 +33,11 @@ use crate::rest;
 /// JSON-RPC. `http` is where the connection layer counts what `/healthz`
 /// shows.
 pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
+    routes(hangar, http).0
+}
+
+/// [`app`], and the MCP state (whose streams end at shutdown).
+fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     let server = &hangar.config.server;
     let policy = Arc::new(OriginPolicy {
         allowed_hosts: server.allowed_hosts.clone(),
@@ -71,21 +76,27 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         .merge(rest)
         .route("/healthz", get(healthz).with_state(health))
         .layer(middleware::from_fn_with_state(policy, origin_guard));
-    Router::new()
-        .merge(mcp::router(mcp_state))
+    let router = Router::new()
+        .merge(mcp::router(mcp_state.clone()))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
-        .layer(middleware::from_fn_with_state(body, read_body))
+        .layer(middleware::from_fn_with_state(body, read_body));
+    (router, mcp_state)
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
     let stats = Arc::new(HttpStats::default());
-    let app = app(hangar, stats.clone());
+    let (app, mcp) = routes(hangar, stats.clone());
     let listener = bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let limits = ConnLimits::from_config(&hangar.config.server);
-    conn::run(listener, app, limits, stats, shutdown()).await;
+    // Open GET streams end at once; running calls get the grace.
+    let shutdown = async move {
+        shutdown().await;
+        mcp.end_streams();
+    };
+    conn::run(listener, app, limits, stats, shutdown).await;
     Ok(())
 }
 

@@ -72,6 +72,11 @@ impl McpState {
         }
     }
 
+    /// Ends the sessions' GET streams (at shutdown).
+    pub fn end_streams(&self) {
+        self.sessions.end_streams();
+    }
+
     /// How many sessions are live, and how many were forgotten.
     pub fn session_report(&self) -> SessionReport {
         self.sessions.report()
