@@ -16,12 +16,12 @@ pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// The running watch: reloads until dropped (it holds the file watcher).
 pub struct Watch {
-    _task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self._task.abort();
+        self.task.abort();
     }
 }
 
@@ -35,7 +35,7 @@ pub fn start(reloader: Arc<Reloader>, plugins: &Path) -> Watch {
         .ok();
     let hangup = hangup();
     Watch {
-        _task: tokio::spawn(run(reloader, rx, hangup, watcher)),
+        task: tokio::spawn(run(reloader, rx, hangup, watcher)),
     }
 }
 
