@@ -28,8 +28,8 @@ def test_initialize_issues_a_session_and_negotiates_the_version(server):
     r = c.initialize()
     assert c.session and len(c.session) >= 16
     assert r["result"]["protocolVersion"] == "2025-11-25"
-    # Honest: the catalog never changes while the server runs, so no list_changed is sent.
-    assert r["result"]["capabilities"]["tools"] == {"listChanged": False}
+    # A reload (plugins or config changed, SIGHUP) sends list_changed on the GET stream.
+    assert r["result"]["capabilities"]["tools"] == {"listChanged": True}
     assert "logging" in r["result"]["capabilities"]
     assert r["result"]["serverInfo"]["name"] == "hangar"
     older = Mcp(server.url).request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {},

@@ -62,8 +62,8 @@ def test_capabilities_say_what_is_offered(server, start_server):
     caps = session(server).request(
         "initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
                        "clientInfo": {"name": "t", "version": "0"}})["result"]["capabilities"]
-    assert caps["resources"] == {"subscribe": True, "listChanged": False}
-    assert caps["prompts"] == {"listChanged": False}
+    assert caps["resources"] == {"subscribe": True, "listChanged": True}
+    assert caps["prompts"] == {"listChanged": True}
     assert caps["completions"] == {}
     plain = start_server(plugins=("echo",))
     caps = Mcp(plain.url).initialize()["result"]["capabilities"]

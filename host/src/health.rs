@@ -1,22 +1,33 @@
 //! What `/healthz` answers: the server's status for everyone, and the
-//! detail (tool count, problems, result-cache counters) built for the
+//! detail (tool count, problems, reloads, result-cache counters) built for the
 //! caller the way `GET /tools` is, so nothing shown only to some callers is
 //! named or counted for anyone else.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::claims_match;
 use crate::config::Config;
-use crate::pipeline::{Pipeline, Principal};
+use crate::pipeline::{Live, Principal};
+use crate::reload::ReloadStatus;
 use crate::wasm::LoadFailure;
 
 /// A `visible_to` table.
 type Rules = BTreeMap<String, Vec<String>>;
 
 pub struct Health {
-    pipeline: Pipeline,
+    pipeline: Live,
+    /// The problems and restrictions of the catalog in service; a reload
+    /// swaps them with the catalog.
+    facts: Arc<ArcSwap<Facts>>,
+    reload: Arc<ReloadStatus>,
+}
+
+/// What the catalog in service was judged by when it was built.
+pub struct Facts {
     problems: Vec<LoadFailure>,
     /// The names of the tools, resources and prompts configured with
     /// `visible_to`, with their rules: a problem naming one is shown only to
@@ -24,8 +35,8 @@ pub struct Health {
     restricted: Vec<(String, Rules)>,
 }
 
-impl Health {
-    pub fn new(pipeline: Pipeline, problems: Vec<LoadFailure>, config: &Config) -> Health {
+impl Facts {
+    pub fn new(problems: Vec<LoadFailure>, config: &Config) -> Facts {
         let mut restricted = Vec::new();
         let mut add = |name: &str, rules: &Option<Rules>| {
             if let Some(rules) = rules
@@ -44,34 +55,57 @@ impl Health {
         for p in &config.prompts {
             add(&p.name, &p.visible_to);
         }
-        Health {
-            pipeline,
+        Facts {
             problems,
             restricted,
         }
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
+    pub fn problems(&self) -> &[LoadFailure] {
+        &self.problems
+    }
+}
+
+impl Health {
+    pub fn new(pipeline: Live, problems: Vec<LoadFailure>, config: &Config) -> Health {
+        let facts = Arc::new(ArcSwap::from_pointee(Facts::new(problems, config)));
+        Health::live(pipeline, facts, Arc::default())
+    }
+
+    /// A health report over facts and a reload status a reloader updates.
+    pub fn live(pipeline: Live, facts: Arc<ArcSwap<Facts>>, reload: Arc<ReloadStatus>) -> Health {
+        Health {
+            pipeline,
+            facts,
+            reload,
+        }
+    }
+
+    pub fn pipeline(&self) -> &Live {
         &self.pipeline
     }
 
-    /// `{"status", "tools", "problems", "result_cache"?}` for a caller with
-    /// `principal`. `status` is the whole server's: `degraded` when anything
-    /// failed to load, even what this caller may not see.
+    /// `{"status", "tools", "problems", "reload", "result_cache"?}` for a
+    /// caller with `principal`. `status` is the whole server's: `degraded`
+    /// when anything failed to load, even what this caller may not see.
+    /// `reload` counts reloads and tells how the last attempt ended (a
+    /// failed one left the catalog in service, and says why).
     pub fn report(&self, principal: Option<&Principal>) -> Value {
-        let status = if self.problems.is_empty() {
+        let facts = self.facts.load();
+        let status = if facts.problems.is_empty() {
             "ok"
         } else {
             "degraded"
         };
-        let catalog = self.pipeline.catalog();
-        let hidden: Vec<&str> = self
+        let pipeline = self.pipeline.current();
+        let catalog = pipeline.catalog();
+        let hidden: Vec<&str> = facts
             .restricted
             .iter()
             .filter(|(_, rules)| !claims_match(rules, principal))
             .map(|(name, _)| name.as_str())
             .collect();
-        let problems: Vec<&LoadFailure> = self
+        let problems: Vec<&LoadFailure> = facts
             .problems
             .iter()
             .filter(|p| !names_any(p, &hidden))
@@ -85,11 +119,27 @@ impl Health {
             "status": status,
             "tools": catalog.visible(principal).count(),
             "problems": problems,
+            "reload": self.reload_report(&hidden),
         });
         if !caches.is_empty() {
             body["result_cache"] = Value::Object(caches);
         }
         body
+    }
+}
+
+impl Health {
+    /// The reload report; a failure naming an entry hidden from this caller
+    /// is told without its message.
+    fn reload_report(&self, hidden: &[&str]) -> Value {
+        let mut report = self.reload.report();
+        if let Some(last) = &mut report.last
+            && let Some(error) = &mut last.error
+            && hidden.iter().any(|name| error.contains(name))
+        {
+            *error = "the reload failed on an entry this caller may not see".into();
+        }
+        json!(report)
     }
 }
 
@@ -105,10 +155,10 @@ fn names_any(problem: &LoadFailure, names: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::sync::Arc;
 
     use super::*;
     use crate::catalog::Catalog;
+    use crate::pipeline::Pipeline;
 
     fn problem(path: &str, error: &str) -> LoadFailure {
         LoadFailure {
@@ -147,7 +197,7 @@ mod tests {
             problem("hangar.toml", "prompt \"open.prompt\" is offered twice"),
         ];
         let health = Health::new(
-            Pipeline::new(Arc::new(Catalog::default())),
+            Live::new(Pipeline::new(Arc::new(Catalog::default()))),
             problems,
             &config,
         );
@@ -172,13 +222,14 @@ mod tests {
     #[test]
     fn a_healthy_server_says_ok() {
         let health = Health::new(
-            Pipeline::new(Arc::new(Catalog::default())),
+            Live::new(Pipeline::new(Arc::new(Catalog::default()))),
             Vec::new(),
             &Config::default(),
         );
         assert_eq!(
             health.report(None),
-            json!({ "status": "ok", "tools": 0, "problems": [] })
+            json!({ "status": "ok", "tools": 0, "problems": [],
+                    "reload": { "reloads": 0, "failed": 0, "last": null } })
         );
     }
 }

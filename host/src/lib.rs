@@ -9,9 +9,11 @@ pub mod catalog;
 pub mod config;
 pub mod db;
 pub mod health;
+pub mod loader;
 pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
+pub mod reload;
 pub mod rest;
 pub mod scaffold;
 pub mod server;
@@ -21,22 +23,29 @@ pub mod wasm;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use catalog::Catalog;
+use arc_swap::ArcSwap;
 use config::Config;
-use pipeline::Pipeline;
-use wasm::engine::EngineOptions;
-use wasm::sched::SchedOptions;
-use wasm::{Discovery, LoadFailure, Runtime};
+use loader::Loader;
+use pipeline::{Live, Pipeline};
+use wasm::LoadFailure;
 
-/// A loaded server: configuration, runtime and catalog, ready to serve or report.
+/// A loaded server: configuration, runtime and catalog, ready to serve or
+/// report. What it holds at start-up; a reload ([`reload::Reloader`])
+/// swaps the catalog in `pipeline` and keeps the rest.
 pub struct Hangar {
     pub config: Config,
-    pub pipeline: Pipeline,
+    /// The pipeline in service, shared by every surface.
+    pub pipeline: Live,
     /// What failed to load; the server runs degraded with these.
     pub problems: Vec<LoadFailure>,
     /// How the components loaded (`hangar check` prints this).
     pub report: LoadReport,
-    _runtime: Runtime,
+    /// The runtime and what else a reload reuses.
+    pub loader: Arc<Loader>,
+    /// The catalog in service's problems, for `/healthz`; a reload swaps them.
+    pub facts: Arc<ArcSwap<health::Facts>>,
+    /// Reload counters and the last attempt (`/healthz`, metrics).
+    pub reload: Arc<reload::ReloadStatus>,
 }
 
 /// One component as it loaded.
@@ -118,88 +127,32 @@ impl Hangar {
     /// Loads every plugin and builds the catalog. Fails only on what makes
     /// serving impossible (a duplicate tool name, an unreadable plugins directory).
     pub async fn load(config: Config) -> anyhow::Result<Hangar> {
-        let server = &config.server;
-        let runtime = Runtime::new(
-            EngineOptions {
-                max_instances: server.max_instances,
-                max_memory_bytes: config.max_memory_bytes(),
-            },
-            SchedOptions::new(
-                server.max_instances,
-                server.stage_instances,
-                server.long_running_slots,
-                server.long_running_after,
-            ),
-            &server.cache_dir,
-        )?;
-        let dir = config.server.plugins.clone();
-        let client = Arc::new(
-            wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
-                .map_err(|e| anyhow::anyhow!(e))?,
-        );
-        let (metas, mut meta_problems) = plugin_metas(&config, &client);
-        let (kv, kv_problems) = wasm::kv::open(&config.kv, &config.server.cache_dir).await;
-        meta_problems.extend(kv_problems.into_iter().map(|error| LoadFailure {
-            path: std::path::PathBuf::from("kv"),
-            error,
-        }));
-        let changes = pipeline::ResourceChanges::default();
-        let meta = |name: &str| wasm::PluginMeta {
-            kv: kv.clone(),
-            changes: changes.clone(),
-            ..metas
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| wasm::PluginMeta {
-                    name: name.into(),
-                    http: Arc::new(wasm::http::HttpAccess {
-                        client: client.clone(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-        };
-        let discovery: Discovery = runtime.load_dir(&dir, &meta)?;
-        let report = LoadReport {
-            loaded: discovery
-                .loaded
-                .iter()
-                .map(|p| LoadedEntry {
-                    path: p.path.clone(),
-                    name: p.name.clone(),
-                    world: p.world(),
-                    origin: p.origin,
-                    capability_imports: p.capability_imports.clone(),
-                })
-                .collect(),
-            from_cache: discovery.count(wasm::Origin::Cache),
-            compiled: discovery.count(wasm::Origin::Compiled),
-        };
-        for failure in &discovery.failures {
-            tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
-        }
-        let mut built = Catalog::build(&config, discovery).await?;
-        built.problems.append(&mut meta_problems);
+        let loader = Arc::new(Loader::open(&config).await?);
+        let generation = loader.build(&config).await?;
+        let changes = loader.changes().clone();
+        let facts = health::Facts::new(generation.problems.clone(), &config);
         Ok(Hangar {
-            pipeline: Pipeline::new(Arc::new(built.catalog)).with_changes(changes),
-            problems: built.problems,
-            report,
+            pipeline: Live::new(Pipeline::new(Arc::new(generation.catalog)).with_changes(changes)),
+            facts: Arc::new(ArcSwap::from_pointee(facts)),
+            reload: Arc::default(),
+            problems: generation.problems,
+            report: generation.report,
             config,
-            _runtime: runtime,
+            loader,
         })
     }
 }
 
 impl Hangar {
     /// The wasm runtime the catalog's plugins run on.
-    pub fn runtime(&self) -> &Runtime {
-        &self._runtime
+    pub fn runtime(&self) -> &wasm::Runtime {
+        self.loader.runtime()
     }
 }
 
 /// Each configured plugin's name and `config` table, `{{ env.VAR }}`
 /// substituted; a missing variable is a problem and leaves the key unset.
-fn plugin_metas(
+pub(crate) fn plugin_metas(
     config: &Config,
     client: &Arc<wasm::http::HttpClient>,
 ) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {

@@ -3,9 +3,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use hangar::config::Config;
+use hangar::reload::{ConfigSource, Reloader, watch};
 use hangar::{Hangar, server};
 
 #[derive(Parser)]
@@ -146,6 +148,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Calls still running past the shutdown grace are cancelled here, not awaited.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Some(traces) = traces {
         traces.shutdown();
     }
@@ -159,17 +163,15 @@ fn main() -> ExitCode {
 }
 
 /// The config at `path`; the default path may be absent (defaults apply).
-fn load_config(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<Config> {
-    let mut config = if path == Path::new("hangar.toml") && !path.exists() {
-        tracing::info!("no hangar.toml here; using defaults");
-        Config::default()
-    } else {
-        Config::load(path)?
+fn load_config(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<(Config, ConfigSource)> {
+    let source = ConfigSource {
+        path: path.to_path_buf(),
+        plugins,
     };
-    if let Some(dir) = plugins {
-        config.server.plugins = dir;
+    if path == Path::new("hangar.toml") && !path.exists() {
+        tracing::info!("no hangar.toml here; using defaults");
     }
-    Ok(config)
+    Ok((source.read()?, source))
 }
 
 async fn serve(
@@ -177,7 +179,7 @@ async fn serve(
     listen: Option<SocketAddr>,
     plugins: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let config = load_config(path, plugins)?;
+    let (config, source) = load_config(path, plugins)?;
     let listen = listen.unwrap_or(config.server.listen);
     let started = std::time::Instant::now();
     let hangar = Hangar::load(config).await?;
@@ -185,19 +187,23 @@ async fn serve(
         components = hangar.report.loaded.len(),
         from_cache = hangar.report.from_cache,
         compiled = hangar.report.compiled,
-        tools = hangar.pipeline.catalog().tools().len(),
+        tools = hangar.pipeline.current().catalog().tools().len(),
         "loaded in {:?}",
         started.elapsed()
     );
     for p in &hangar.problems {
         tracing::error!(path = %p.path.display(), "{}", p.error);
     }
+    // Reloads (file changes, SIGHUP) run from here on, before the server
+    // listens, so a SIGHUP never finds the default action (exit) in place.
+    let plugins = hangar.config.server.plugins.clone();
+    let _watch = watch::start(Arc::new(Reloader::new(&hangar, source)), &plugins);
     server::serve(&hangar, listen).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let config = load_config(path, plugins)?;
+    let (config, _) = load_config(path, plugins)?;
     println!("config: {}", path.display());
     println!("plugins: {}", config.server.plugins.display());
     let hangar = Hangar::load(config).await?;
@@ -215,10 +221,11 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             println!("        {line}");
         }
     }
-    for tool in hangar.pipeline.catalog().tools() {
+    let pipeline = hangar.pipeline.current();
+    for tool in pipeline.catalog().tools() {
         println!("  tool  {} ({})", tool.def.name, tool.source.display());
     }
-    let offered = hangar.pipeline.catalog().offered();
+    let offered = pipeline.catalog().offered();
     let source = |provider: &hangar::catalog::Provider| match provider {
         hangar::catalog::Provider::Wasm(plugin) => format!("plugin {}", plugin.name()),
         hangar::catalog::Provider::Sql(_) => "hangar.toml".to_string(),
@@ -244,7 +251,7 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
         hangar.report.loaded.len(),
         hangar.report.from_cache,
         hangar.report.compiled,
-        hangar.pipeline.catalog().tools().len(),
+        pipeline.catalog().tools().len(),
         offered.resources.len(),
         offered.templates.len(),
         offered.prompts.len(),

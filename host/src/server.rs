@@ -33,6 +33,11 @@ use crate::rest;
 /// JSON-RPC. `http` is where the connection layer counts what `/healthz`
 /// shows.
 pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
+    routes(hangar, http).0
+}
+
+/// [`app`], and the MCP state (whose streams end at shutdown).
+fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     let server = &hangar.config.server;
     let policy = Arc::new(OriginPolicy {
         allowed_hosts: server.allowed_hosts.clone(),
@@ -54,10 +59,10 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         ui: server.ui,
     });
     let health = Arc::new(HealthState {
-        health: Health::new(
+        health: Health::live(
             hangar.pipeline.clone(),
-            hangar.problems.clone(),
-            &hangar.config,
+            hangar.facts.clone(),
+            hangar.reload.clone(),
         ),
         mcp: mcp_state.clone(),
         http: http.clone(),
@@ -78,21 +83,27 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         guarded = guarded.route("/metrics", get(metrics).with_state(state));
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(policy, origin_guard));
-    Router::new()
-        .merge(mcp::router(mcp_state))
+    let router = Router::new()
+        .merge(mcp::router(mcp_state.clone()))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
-        .layer(middleware::from_fn_with_state(body, read_body))
+        .layer(middleware::from_fn_with_state(body, read_body));
+    (router, mcp_state)
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
     let stats = Arc::new(HttpStats::default());
-    let app = app(hangar, stats.clone());
+    let (app, mcp) = routes(hangar, stats.clone());
     let listener = bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let limits = ConnLimits::from_config(&hangar.config.server);
-    conn::run(listener, app, limits, stats, shutdown()).await;
+    // Open GET streams end at once; running calls get the grace.
+    let shutdown = async move {
+        shutdown().await;
+        mcp.end_streams();
+    };
+    conn::run(listener, app, limits, stats, shutdown).await;
     Ok(())
 }
 
@@ -222,7 +233,12 @@ async fn healthz(
         &headers,
         Some(client),
     )));
-    let principal = state.health.pipeline().listing_principal(&cx).await;
+    let principal = state
+        .health
+        .pipeline()
+        .current()
+        .listing_principal(&cx)
+        .await;
     let mut report = state.health.report(principal.as_ref());
     report["http"] = json!(state.http.report());
     report["sessions"] = json!(state.mcp.session_report());
@@ -232,7 +248,7 @@ async fn healthz(
 /// What `/metrics` reads: the pipeline's registry and catalog, and the
 /// scheduler's instance slots.
 struct MetricsState {
-    pipeline: crate::pipeline::Pipeline,
+    pipeline: crate::pipeline::Live,
     sched: Arc<crate::wasm::sched::Scheduler>,
 }
 
@@ -243,8 +259,9 @@ async fn metrics(State(state): State<Arc<MetricsState>>) -> Response {
         instances: vec![("tools", tools.into()), ("stages", stages.into())],
         ..Default::default()
     };
-    state.pipeline.catalog().db_live(&mut live);
-    let body = state.pipeline.metrics().render(&live);
+    let pipeline = state.pipeline.current();
+    pipeline.catalog().db_live(&mut live);
+    let body = pipeline.metrics().render(&live);
     (
         [(
             axum::http::header::CONTENT_TYPE,

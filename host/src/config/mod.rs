@@ -142,6 +142,10 @@ pub struct ServerConfig {
     /// An MCP session unused for this long is forgotten (its id then gets 404).
     #[serde(with = "humantime_serde")]
     pub session_timeout: Duration,
+    /// After SIGTERM or Ctrl-C, how long running requests may go on before
+    /// they are cancelled and the process exits.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -181,6 +185,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             max_sessions: 10_000,
             session_timeout: Duration::from_secs(3600),
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }

@@ -99,7 +99,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
             .as_ref()
             .map(|s| s.track(&req.id, cx.cancel.clone())),
         task: {
-            let pipeline = st.pipeline.clone();
+            let pipeline = st.pipeline.current();
             tokio::spawn(async move { pipeline.call(&name, args, &mut cx).await })
         },
         id: req.id,

@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
 use crate::config::ErrorStyle;
-use crate::pipeline::{CallContext, LogLevel, Pipeline, RequestInfo, Transport};
+use crate::pipeline::{CallContext, Live, LogLevel, RequestInfo, Transport};
 use asks::Asks;
 use guard::Refusal;
 use jsonrpc::{Incoming, RpcError};
@@ -39,7 +39,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// What the `/mcp` handlers share.
 pub struct McpState {
-    pub pipeline: Pipeline,
+    /// The pipeline in service; each request takes its current one once.
+    pub pipeline: Live,
     pub policy: OriginPolicy,
     pub page_size: usize,
     pub errors: ErrorStyle,
@@ -52,7 +53,7 @@ pub struct McpState {
 impl McpState {
     /// `max_sessions` live at once, each forgotten after `session_timeout` unused.
     pub fn new(
-        pipeline: Pipeline,
+        pipeline: Live,
         policy: OriginPolicy,
         page_size: usize,
         errors: ErrorStyle,
@@ -69,6 +70,11 @@ impl McpState {
             sessions: Sessions::new(max_sessions, session_timeout),
             asks: Asks::default(),
         }
+    }
+
+    /// Ends the sessions' GET streams (at shutdown).
+    pub fn end_streams(&self) {
+        self.sessions.end_streams();
     }
 
     /// How many sessions are live, and how many were forgotten.
@@ -220,18 +226,19 @@ fn initialize(st: &McpState, id: &Value, params: &Map<String, Value>) -> Respons
     response
 }
 
-/// What the server offers, honestly: `listChanged` is false because no
-/// list-changed notification is ever sent (the catalog is fixed while the
-/// server runs); `subscribe` is true because updates are sent on the
-/// session's GET stream.
+/// What the server offers now: `listChanged` is true because a reload
+/// (plugins or config changed, SIGHUP) sends `notifications/*/list_changed`
+/// on the session's GET stream; `subscribe` is true because resource
+/// updates are sent there too.
 fn capabilities(st: &McpState) -> Value {
-    let offered = st.pipeline.catalog().offered();
-    let mut caps = json!({ "tools": { "listChanged": false }, "logging": {} });
+    let pipeline = st.pipeline.current();
+    let offered = pipeline.catalog().offered();
+    let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
     if !offered.resources.is_empty() || !offered.templates.is_empty() {
-        caps["resources"] = json!({ "subscribe": true, "listChanged": false });
+        caps["resources"] = json!({ "subscribe": true, "listChanged": true });
     }
     if !offered.prompts.is_empty() {
-        caps["prompts"] = json!({ "listChanged": false });
+        caps["prompts"] = json!({ "listChanged": true });
     }
     if offered.completes() {
         caps["completions"] = json!({});
@@ -249,8 +256,9 @@ fn notification(session: Option<&Session>, method: &str, params: &Map<String, Va
 }
 
 async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
-    let principal = st.pipeline.listing_principal(&req.context(st)).await;
-    let tools = st.pipeline.listed(principal.as_ref());
+    let pipeline = st.pipeline.current();
+    let principal = pipeline.listing_principal(&req.context(st)).await;
+    let tools = pipeline.listed(principal.as_ref());
     match page(&req.params, &tools, st.page_size) {
         Ok((page, next)) => {
             let mut result = json!({ "tools": page });
@@ -337,7 +345,7 @@ async fn get_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Respons
     let Some(session) = st.sessions.get(id) else {
         return (StatusCode::NOT_FOUND, "Session not found").into_response();
     };
-    stream::open(session.open_stream(), st.pipeline.changes())
+    stream::open(session.open_stream(), st.pipeline.current().changes())
 }
 
 /// Ends a session.

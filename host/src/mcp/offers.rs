@@ -32,20 +32,23 @@ fn listing<T: Serialize>(
 }
 
 pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response {
-    let principal = st.pipeline.listing_principal(&req.context(st)).await;
-    let items = st.pipeline.listed_resources(principal.as_ref());
+    let pipeline = st.pipeline.current();
+    let principal = pipeline.listing_principal(&req.context(st)).await;
+    let items = pipeline.listed_resources(principal.as_ref());
     listing(req, "resources", items, st.page_size)
 }
 
 pub(super) async fn templates_list(st: &McpState, req: &Request<'_>) -> Response {
-    let principal = st.pipeline.listing_principal(&req.context(st)).await;
-    let items = st.pipeline.listed_templates(principal.as_ref());
+    let pipeline = st.pipeline.current();
+    let principal = pipeline.listing_principal(&req.context(st)).await;
+    let items = pipeline.listed_templates(principal.as_ref());
     listing(req, "resourceTemplates", items, st.page_size)
 }
 
 pub(super) async fn prompts_list(st: &McpState, req: &Request<'_>) -> Response {
-    let principal = st.pipeline.listing_principal(&req.context(st)).await;
-    let items = st.pipeline.listed_prompts(principal.as_ref());
+    let pipeline = st.pipeline.current();
+    let principal = pipeline.listing_principal(&req.context(st)).await;
+    let items = pipeline.listed_prompts(principal.as_ref());
     listing(req, "prompts", items, st.page_size)
 }
 
@@ -62,7 +65,7 @@ pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response
         Err(e) => return reply_error(&req.id, &e),
     };
     let mut cx = req.context(st);
-    match st.pipeline.read_resource(&uri, &mut cx).await {
+    match st.pipeline.current().read_resource(&uri, &mut cx).await {
         Ok(result) => reply(&req.id, &result),
         Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, Some(&uri))),
     }
@@ -85,6 +88,7 @@ pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response 
         // Only what could be read can be watched.
         if st
             .pipeline
+            .current()
             .catalog()
             .offered()
             .resolve_resource(&uri)
@@ -123,7 +127,7 @@ pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
         Err(e) => return reply_error(&req.id, &e),
     };
     let mut cx = req.context(st);
-    match st.pipeline.get_prompt(name, &args, &mut cx).await {
+    match st.pipeline.current().get_prompt(name, &args, &mut cx).await {
         Ok(result) => reply(&req.id, &result),
         Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, None)),
     }
@@ -175,6 +179,7 @@ pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
     let mut cx = req.context(st);
     match st
         .pipeline
+        .current()
         .complete(&reference, arg_name, value, &context, &mut cx)
         .await
     {

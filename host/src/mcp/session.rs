@@ -281,6 +281,14 @@ impl Sessions {
         Some(session)
     }
 
+    /// Ends every session's GET stream (the sessions stay): at shutdown, so
+    /// an open stream does not hold the server for the whole grace.
+    pub fn end_streams(&self) {
+        for (_, session) in self.inner.map.iter() {
+            session.end();
+        }
+    }
+
     /// Ends a session; false when it did not exist.
     pub fn remove(&self, id: &str) -> bool {
         match self.inner.map.remove(id) {

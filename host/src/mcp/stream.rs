@@ -1,6 +1,7 @@
 //! `GET /mcp`: a session's own SSE stream, for what the server sends
 //! unprompted — `notifications/resources/updated` for the URIs the session
-//! subscribed to. A session has one current stream: opening another
+//! subscribed to, and `notifications/*/list_changed` after a reload changed
+//! a list. A session has one current stream: opening another
 //! replaces it, and the replaced one ends.
 
 use std::convert::Infallible;
@@ -15,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::jsonrpc;
 use super::session::StreamClaim;
-use crate::pipeline::ResourceChanges;
+use crate::pipeline::{Change, ResourceChanges};
 
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -38,17 +39,21 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
                     claim.session().touch();
                     Bytes::from_static(b": keep-alive\n\n")
                 }
-                Ok(Ok(uri)) if claim.session().subscribed(&uri) => {
+                Ok(Ok(Change::Updated(uri))) if claim.session().subscribed(&uri) => {
                     let body = jsonrpc::notification_body(
                         "notifications/resources/updated",
                         &json!({ "uri": uri }),
                     );
                     super::calls::sse_frame(&body)
                 }
-                Ok(Ok(_)) => continue,
+                Ok(Ok(Change::ListChanged(list))) => {
+                    let body = jsonrpc::notification_body(list.notification(), &json!({}));
+                    super::calls::sse_frame(&body)
+                }
+                Ok(Ok(Change::Updated(_))) => continue,
                 // Too slow a reader skips what it missed, and reads on.
                 Ok(Err(RecvError::Lagged(n))) => {
-                    tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} resource updates skipped");
+                    tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} changes skipped");
                     continue;
                 }
                 Ok(Err(RecvError::Closed)) => return None,

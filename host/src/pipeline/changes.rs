@@ -1,15 +1,46 @@
-//! Resource changes announced by guests (`client.resource-updated`), for the
-//! surfaces that tell subscribed clients (`notifications/resources/updated`).
+//! What changed under the sessions' feet, for the surfaces that tell
+//! clients: resources guests announced (`client.resource-updated` →
+//! `notifications/resources/updated`, to subscribed sessions) and the lists
+//! a reload changed (`notifications/{tools,prompts,resources}/list_changed`,
+//! to every session with an open stream).
 
 use tokio::sync::broadcast;
 
 /// Changes waiting for a slow subscriber before the oldest are skipped.
 const BACKLOG: usize = 1024;
 
-/// The server-wide channel of changed resource URIs. Cloning shares it.
+/// One change on the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The resource with this URI changed.
+    Updated(String),
+    /// A reload changed this list.
+    ListChanged(List),
+}
+
+/// A list a client may hold and re-fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl List {
+    /// The MCP notification that says this list changed.
+    pub fn notification(self) -> &'static str {
+        match self {
+            List::Tools => "notifications/tools/list_changed",
+            List::Prompts => "notifications/prompts/list_changed",
+            List::Resources => "notifications/resources/list_changed",
+        }
+    }
+}
+
+/// The server-wide channel of changes. Cloning shares it.
 #[derive(Debug, Clone)]
 pub struct ResourceChanges {
-    tx: broadcast::Sender<String>,
+    tx: broadcast::Sender<Change>,
 }
 
 impl Default for ResourceChanges {
@@ -23,10 +54,15 @@ impl Default for ResourceChanges {
 impl ResourceChanges {
     /// Announces that `uri` changed; nobody listening is fine.
     pub fn updated(&self, uri: &str) {
-        let _ = self.tx.send(uri.to_string());
+        let _ = self.tx.send(Change::Updated(uri.to_string()));
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    /// Announces that a reload changed `list`.
+    pub fn list_changed(&self, list: List) {
+        let _ = self.tx.send(Change::ListChanged(list));
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.tx.subscribe()
     }
 }

@@ -7,6 +7,7 @@ mod ask;
 mod changes;
 mod context;
 mod error;
+mod live;
 pub mod meta;
 mod observe;
 mod offered;
@@ -19,12 +20,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
-pub use changes::ResourceChanges;
+pub use changes::{Change, List, ResourceChanges};
 pub use context::{
     CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
     RequestInfo, Transport,
 };
 pub use error::{CallError, ErrorKind, Stage};
+pub use live::Live;
 pub use offered::{
     CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
     PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
@@ -35,7 +37,8 @@ pub use validate::ArgsValidator;
 use crate::catalog::{Backend, Catalog, CatalogTool};
 use crate::metrics::Metrics;
 
-/// Runs calls against one catalog.
+/// Runs calls against one catalog (one generation of it: [`Live`] holds
+/// the one in service and swaps it on reload).
 #[derive(Clone)]
 pub struct Pipeline {
     catalog: Arc<Catalog>,

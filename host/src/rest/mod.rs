@@ -22,12 +22,13 @@ use serde_json::{Value, json};
 
 use crate::catalog::Annotations;
 use crate::pipeline::{
-    CallContext, CallError, ErrorKind, Pipeline, RequestInfo, ToolResult, Transport, meta,
+    CallContext, CallError, ErrorKind, Live, RequestInfo, ToolResult, Transport, meta,
 };
 
 /// What the REST handlers share.
 pub struct Rest {
-    pub pipeline: Pipeline,
+    /// The pipeline in service; each request takes its current one once.
+    pub pipeline: Live,
     /// `false` answers every call with 403 (the catalog stays browsable).
     pub allow_execute: bool,
     /// `false`: no trace ids are made, and results carry no `_meta`.
@@ -59,8 +60,9 @@ async fn openapi_json(
     headers: HeaderMap,
 ) -> Response {
     let cx = context(&rest, "GET", "/openapi.json", &headers, client);
-    let principal = rest.pipeline.listing_principal(&cx).await;
-    let tools = rest.pipeline.listed(principal.as_ref());
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline.listing_principal(&cx).await;
+    let tools = pipeline.listed(principal.as_ref());
     Json(openapi::document(&tools)).into_response()
 }
 
@@ -104,12 +106,11 @@ async fn list(
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = rest
-        .pipeline
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline
         .listing_principal(&context(&rest, "GET", "/tools", &headers, client))
         .await;
-    let tools: Vec<Summary> = rest
-        .pipeline
+    let tools: Vec<Summary> = pipeline
         .listed(principal.as_ref())
         .into_iter()
         .map(|d| Summary {
@@ -129,8 +130,9 @@ async fn describe(
     headers: HeaderMap,
 ) -> Response {
     let cx = context(&rest, "GET", &format!("/tools/{name}"), &headers, client);
-    let principal = rest.pipeline.listing_principal(&cx).await;
-    let listed = rest.pipeline.listed(principal.as_ref());
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline.listing_principal(&cx).await;
+    let listed = pipeline.listed(principal.as_ref());
     match listed.into_iter().find(|d| d.name == name) {
         Some(def) => Json(def).into_response(),
         None => error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message),
@@ -167,7 +169,7 @@ async fn call(
     if !rest.allow_execute {
         return error(StatusCode::FORBIDDEN, "Tool execution is disabled.");
     }
-    let p = &rest.pipeline;
+    let p = rest.pipeline.current();
     if let Err(e) = p.catalog().resolve(&name)
         && !meta::is_meta(p.catalog().mode(), &name)
     {

@@ -93,10 +93,11 @@ async fn list_resources(
     headers: HeaderMap,
 ) -> Response {
     let cx = context(&rest, "GET", "/resources", &headers, client);
-    let principal = rest.pipeline.listing_principal(&cx).await;
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline.listing_principal(&cx).await;
     Json(Resources {
-        resources: rest.pipeline.listed_resources(principal.as_ref()),
-        resource_templates: rest.pipeline.listed_templates(principal.as_ref()),
+        resources: pipeline.listed_resources(principal.as_ref()),
+        resource_templates: pipeline.listed_templates(principal.as_ref()),
     })
     .into_response()
 }
@@ -107,9 +108,10 @@ async fn list_prompts(
     headers: HeaderMap,
 ) -> Response {
     let cx = context(&rest, "GET", "/prompts", &headers, client);
-    let principal = rest.pipeline.listing_principal(&cx).await;
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline.listing_principal(&cx).await;
     Json(Prompts {
-        prompts: rest.pipeline.listed_prompts(principal.as_ref()),
+        prompts: pipeline.listed_prompts(principal.as_ref()),
     })
     .into_response()
 }
@@ -123,7 +125,7 @@ async fn read_resource(
 ) -> Result<Response, OfferError> {
     let uri = uri_param(query.as_deref())?;
     let mut cx = context(&rest, "GET", "/resources/read", &headers, client);
-    let result = rest.pipeline.read_resource(&uri, &mut cx).await;
+    let result = rest.pipeline.current().read_resource(&uri, &mut cx).await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
 }
@@ -139,7 +141,11 @@ async fn get_prompt(
     let arguments = prompt_arguments(&body)?;
     let path = format!("/prompts/{name}/get");
     let mut cx = context(&rest, "POST", &path, &headers, client);
-    let result = rest.pipeline.get_prompt(&name, &arguments, &mut cx).await;
+    let result = rest
+        .pipeline
+        .current()
+        .get_prompt(&name, &arguments, &mut cx)
+        .await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
 }

@@ -44,8 +44,6 @@ use tokio::time::{Instant, Sleep};
 
 use crate::config::ServerConfig;
 
-/// How long running requests may go on after Ctrl-C or SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Refusals (503) being written at once; past it, a refused socket is just closed.
 const MAX_REFUSING: usize = 64;
 /// How long a refusal may take: write the 503, then read what the client
@@ -60,6 +58,8 @@ pub struct ConnLimits {
     pub header_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub write_timeout: Option<Duration>,
+    /// How long running requests may go on after Ctrl-C or SIGTERM.
+    pub shutdown_grace: Duration,
 }
 
 impl ConnLimits {
@@ -79,6 +79,7 @@ impl ConnLimits {
             header_timeout: on(server.header_timeout),
             idle_timeout: on(server.idle_timeout),
             write_timeout: on(server.write_timeout),
+            shutdown_grace: server.shutdown_grace,
         }
     }
 }
@@ -143,8 +144,9 @@ impl HttpStats {
     }
 }
 
-/// Accepts connections until `shutdown` resolves, then lets running
-/// requests finish for up to [`SHUTDOWN_GRACE`].
+/// Accepts connections until `shutdown` resolves, then closes the listener
+/// (new connections are refused) and lets running requests finish for up
+/// to `shutdown_grace`; idle keep-alive connections close at once.
 pub async fn run(
     listener: TcpListener,
     app: Router,
@@ -221,12 +223,13 @@ pub async fn run(
         });
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+    let grace = limits.shutdown_grace;
+    if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::info!(
-            "requests still running after {SHUTDOWN_GRACE:?} of shutdown; closing their connections"
+            "requests still running after {grace:?} of shutdown (shutdown_grace); cancelling them"
         );
     }
 }

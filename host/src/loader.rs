@@ -1,0 +1,162 @@
+//! Building a catalog from the config and the plugins directory, once at
+//! start-up and again on every reload, with what outlives a reload.
+
+use std::sync::Arc;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::pipeline::ResourceChanges;
+use crate::wasm::engine::EngineOptions;
+use crate::wasm::sched::SchedOptions;
+use crate::wasm::{self, Discovery, LoadFailure, Runtime};
+use crate::{LoadReport, LoadedEntry, plugin_metas};
+
+/// What a reload reuses instead of rebuilding: the wasm runtime (engine,
+/// pooling limits, compiled-component cache, scheduler — their settings
+/// need a restart), the outbound HTTP client (`[http]`), the kv store
+/// (`[kv]`) and the changes channel the sessions' streams listen on. Owns
+/// them for the whole life of the server.
+pub struct Loader {
+    runtime: Runtime,
+    client: Arc<wasm::http::HttpClient>,
+    kv: Option<Arc<wasm::kv::KvStore>>,
+    /// Why the kv store did not open, repeated in every generation's problems.
+    kv_problems: Vec<LoadFailure>,
+    changes: ResourceChanges,
+}
+
+/// One catalog and what was met building it.
+pub struct Generation {
+    pub catalog: Catalog,
+    /// What failed to load; the server runs degraded with these.
+    pub problems: Vec<LoadFailure>,
+    pub report: LoadReport,
+}
+
+impl Loader {
+    /// The wasm runtime every generation's plugins run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Starts the runtime and opens the kv store for `config`.
+    pub async fn open(config: &Config) -> anyhow::Result<Loader> {
+        let server = &config.server;
+        let runtime = Runtime::new(
+            EngineOptions {
+                max_instances: server.max_instances,
+                max_memory_bytes: config.max_memory_bytes(),
+            },
+            SchedOptions::new(
+                server.max_instances,
+                server.stage_instances,
+                server.long_running_slots,
+                server.long_running_after,
+            ),
+            &server.cache_dir,
+        )?;
+        let client = Arc::new(
+            wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+        let (kv, kv_problems) = wasm::kv::open(&config.kv, &config.server.cache_dir).await;
+        let kv_problems = kv_problems
+            .into_iter()
+            .map(|error| LoadFailure {
+                path: std::path::PathBuf::from("kv"),
+                error,
+            })
+            .collect();
+        Ok(Loader {
+            runtime,
+            client,
+            kv,
+            kv_problems,
+            changes: ResourceChanges::default(),
+        })
+    }
+
+    pub fn changes(&self) -> &ResourceChanges {
+        &self.changes
+    }
+
+    /// Loads every component of the plugins directory and builds the
+    /// catalog. Compiling blocks (unchanged components come from the
+    /// compiled cache in milliseconds), so off start-up call it from a
+    /// blocking thread's future: see [`Loader::build_off_path`]. Fails only
+    /// on what makes serving impossible (a duplicate tool name, an
+    /// unreadable plugins directory).
+    pub async fn build(&self, config: &Config) -> anyhow::Result<Generation> {
+        let (discovery, meta_problems) = self.discover(config)?;
+        self.finish(config, discovery, meta_problems).await
+    }
+
+    /// [`Loader::build`] with the compiling on a blocking thread, so the
+    /// server's request threads never wait for it.
+    pub async fn build_off_path(
+        self: &Arc<Self>,
+        config: Arc<Config>,
+    ) -> anyhow::Result<Generation> {
+        let (loader, cfg) = (self.clone(), config.clone());
+        let (discovery, meta_problems) = tokio::task::spawn_blocking(move || loader.discover(&cfg))
+            .await
+            .map_err(|e| anyhow::anyhow!("loading plugins panicked: {e}"))??;
+        self.finish(&config, discovery, meta_problems).await
+    }
+
+    /// Loads the components; returns them and the config problems met.
+    fn discover(&self, config: &Config) -> anyhow::Result<(Discovery, Vec<LoadFailure>)> {
+        let (metas, mut meta_problems) = plugin_metas(config, &self.client);
+        meta_problems.extend(self.kv_problems.iter().cloned());
+        let meta = |name: &str| wasm::PluginMeta {
+            kv: self.kv.clone(),
+            changes: self.changes.clone(),
+            ..metas
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| wasm::PluginMeta {
+                    name: name.into(),
+                    http: Arc::new(wasm::http::HttpAccess {
+                        client: self.client.clone(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+        };
+        let discovery = self.runtime.load_dir(&config.server.plugins, &meta)?;
+        Ok((discovery, meta_problems))
+    }
+
+    async fn finish(
+        &self,
+        config: &Config,
+        discovery: Discovery,
+        mut meta_problems: Vec<LoadFailure>,
+    ) -> anyhow::Result<Generation> {
+        let report = LoadReport {
+            loaded: discovery
+                .loaded
+                .iter()
+                .map(|p| LoadedEntry {
+                    path: p.path.clone(),
+                    name: p.name.clone(),
+                    world: p.world(),
+                    origin: p.origin,
+                    capability_imports: p.capability_imports.clone(),
+                })
+                .collect(),
+            from_cache: discovery.count(wasm::Origin::Cache),
+            compiled: discovery.count(wasm::Origin::Compiled),
+        };
+        for failure in &discovery.failures {
+            tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
+        }
+        let mut built = Catalog::build(config, discovery).await?;
+        built.problems.append(&mut meta_problems);
+        Ok(Generation {
+            catalog: built.catalog,
+            problems: built.problems,
+            report,
+        })
+    }
+}

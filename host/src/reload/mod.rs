@@ -1,0 +1,164 @@
+//! Hot reload: when the plugins directory or the config file changes, or
+//! on SIGHUP, build a new catalog off the request path and swap it in
+//! whole. Calls in flight finish on the catalog they started with. A reload
+//! that would newly break anything (a component that does not load, a
+//! config that does not parse or names what is not there) leaves the
+//! catalog in service and says why in `/healthz` and the log.
+
+mod lists;
+mod source;
+mod status;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+
+pub use source::ConfigSource;
+pub use status::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
+
+use crate::Hangar;
+use crate::config::Config;
+use crate::health::Facts;
+use crate::loader::Loader;
+use crate::pipeline::Live;
+use crate::wasm::LoadFailure;
+
+/// Rebuilds and swaps the catalog. Owns the config in service (the lock
+/// also makes reloads run one at a time) and the fingerprint of what it
+/// was built from.
+pub struct Reloader {
+    source: ConfigSource,
+    loader: Arc<Loader>,
+    live: Live,
+    facts: Arc<ArcSwap<Facts>>,
+    status: Arc<ReloadStatus>,
+    running: tokio::sync::Mutex<Running>,
+}
+
+/// The config in service and the fingerprint of the files it came from.
+struct Running {
+    config: Arc<Config>,
+    fingerprint: u64,
+}
+
+impl Reloader {
+    /// A reloader for a loaded server whose config is read from `source`.
+    pub fn new(hangar: &Hangar, source: ConfigSource) -> Reloader {
+        let fingerprint = source.fingerprint(&hangar.config.server.plugins);
+        Reloader {
+            loader: hangar.loader.clone(),
+            live: hangar.pipeline.clone(),
+            facts: hangar.facts.clone(),
+            status: hangar.reload.clone(),
+            running: tokio::sync::Mutex::new(Running {
+                config: Arc::new(hangar.config.clone()),
+                fingerprint,
+            }),
+            source,
+        }
+    }
+
+    pub fn source(&self) -> &ConfigSource {
+        &self.source
+    }
+
+    /// Reloads now. A change of files that leaves them as the catalog in
+    /// service was built from does nothing (and is recorded only to clear
+    /// a failure shown before); SIGHUP always rebuilds.
+    pub async fn reload(&self, trigger: Trigger) -> Outcome {
+        let started = Instant::now();
+        let mut running = self.running.lock().await;
+        let fingerprint = self.source.fingerprint(&running.config.server.plugins);
+        let result = if trigger == Trigger::Files && fingerprint == running.fingerprint {
+            tracing::debug!("reload: the files are as the catalog in service was built from");
+            if !self.status.last_failed() {
+                return Outcome::Unchanged;
+            }
+            None
+        } else {
+            Some(self.rebuild(&mut running, fingerprint).await)
+        };
+        let ms = started.elapsed().as_millis() as u64;
+        let (outcome, error, changed, needs_restart) = match result {
+            None => (Outcome::Unchanged, None, Vec::new(), Vec::new()),
+            Some(Ok((changed, needs_restart))) => {
+                tracing::info!(?trigger, ms, ?changed, "reloaded");
+                (Outcome::Applied, None, changed, needs_restart)
+            }
+            Some(Err(error)) => {
+                tracing::error!(
+                    ?trigger,
+                    ms,
+                    "reload failed; the catalog in service stays: {error}"
+                );
+                (Outcome::Failed, Some(error), Vec::new(), Vec::new())
+            }
+        };
+        for setting in &needs_restart {
+            tracing::warn!("reload: {setting} changed; it applies after a restart");
+        }
+        self.status.record(Attempt {
+            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            trigger,
+            outcome,
+            error,
+            changed,
+            needs_restart,
+            ms,
+        });
+        outcome
+    }
+
+    /// Builds a catalog from the files as they are now and puts it in
+    /// service; returns the lists that changed and the settings that need
+    /// a restart, or why the catalog in service stays.
+    async fn rebuild(
+        &self,
+        running: &mut Running,
+        fingerprint: u64,
+    ) -> Result<(Vec<&'static str>, Vec<String>), String> {
+        let read = self.source.read().map_err(|e| format!("{e:#}"))?;
+        let (config, needs_restart) = source::keep_fixed(&running.config, read);
+        let config = Arc::new(config);
+        let generation = self
+            .loader
+            .build_off_path(config.clone())
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        let new_problems = newly_broken(self.facts.load().problems(), &generation.problems);
+        if !new_problems.is_empty() {
+            return Err(new_problems.join("; "));
+        }
+        let catalog = Arc::new(generation.catalog);
+        let old = self.live.swap(catalog.clone());
+        self.facts
+            .store(Arc::new(Facts::new(generation.problems, &config)));
+        running.config = config;
+        running.fingerprint = fingerprint;
+        let changed = lists::changed(&old, &catalog);
+        let changes = self.live.current().changes().clone();
+        for list in &changed {
+            changes.list_changed(*list);
+        }
+        Ok((
+            changed.into_iter().map(lists::name).collect(),
+            needs_restart,
+        ))
+    }
+}
+
+/// The problems of a new build that the catalog in service does not have,
+/// as `path: error` lines.
+fn newly_broken(running: &[LoadFailure], built: &[LoadFailure]) -> Vec<String> {
+    built
+        .iter()
+        .filter(|p| {
+            !running
+                .iter()
+                .any(|r| r.path == p.path && r.error == p.error)
+        })
+        .map(|p| format!("{}: {}", p.path.display(), p.error))
+        .collect()
+}

@@ -1,0 +1,121 @@
+//! What triggers a reload: changes in the plugins directory or to the
+//! config file (seen with `notify`, debounced), and SIGHUP.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use super::{Reloader, Trigger};
+
+/// How long the files must stay quiet before a reload: a copy or an
+/// editor's save is a burst of events, and one reload follows it.
+pub const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// The running watch: reloads until dropped (it holds the file watcher).
+pub struct Watch {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts watching. SIGHUP is caught from this call on; a directory that
+/// cannot be watched is logged, and SIGHUP still reloads.
+pub fn start(reloader: Arc<Reloader>, plugins: &Path) -> Watch {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let config = absolute(&reloader.source().path);
+    let watcher = watch_files(absolute(plugins), config, tx)
+        .map_err(|e| tracing::warn!("hot reload: cannot watch files ({e}); SIGHUP still reloads"))
+        .ok();
+    let hangup = hangup();
+    Watch {
+        task: tokio::spawn(run(reloader, rx, hangup, watcher)),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// A watcher sending one message per relevant event: a `.wasm` created,
+/// written, renamed or removed in the plugins directory (or `mappers/`), or
+/// the config file replaced or written. The config file's folder is watched,
+/// not the file, so an editor that saves by renaming is still seen.
+fn watch_files(
+    plugins: PathBuf,
+    config: PathBuf,
+    tx: mpsc::UnboundedSender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let (plugins_dir, config_file) = (plugins.clone(), config.clone());
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        let content = matches!(
+            event.kind,
+            EventKind::Create(_) | EventKind::Remove(_) | EventKind::Any
+        ) || matches!(event.kind, EventKind::Modify(m) if !matches!(m, notify::event::ModifyKind::Metadata(_)));
+        let relevant = event.paths.iter().any(|p| {
+            *p == config_file
+                || (p.starts_with(&plugins_dir) && p.extension().is_some_and(|x| x == "wasm"))
+        });
+        if content && relevant {
+            let _ = tx.send(());
+        }
+    })?;
+    watcher.watch(&plugins, RecursiveMode::Recursive)?;
+    if let Some(folder) = config.parent().filter(|f| f.is_dir()) {
+        watcher.watch(folder, RecursiveMode::NonRecursive)?;
+    }
+    Ok(watcher)
+}
+
+#[cfg(unix)]
+type Hangup = tokio::signal::unix::Signal;
+#[cfg(not(unix))]
+type Hangup = ();
+
+fn hangup() -> Option<Hangup> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::hangup())
+            .map_err(|e| tracing::warn!("hot reload: cannot catch SIGHUP: {e}"))
+            .ok()
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+async fn next_hangup(hangup: &mut Option<Hangup>) {
+    #[cfg(unix)]
+    if let Some(signal) = hangup {
+        signal.recv().await;
+        return;
+    }
+    let _ = hangup;
+    std::future::pending::<()>().await
+}
+
+async fn run(
+    reloader: Arc<Reloader>,
+    mut rx: mpsc::UnboundedReceiver<()>,
+    mut hangup: Option<Hangup>,
+    _watcher: Option<notify::RecommendedWatcher>,
+) {
+    loop {
+        let trigger = tokio::select! {
+            Some(()) = rx.recv() => {
+                // Wait for the burst to end.
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+                Trigger::Files
+            }
+            () = next_hangup(&mut hangup) => Trigger::Signal,
+        };
+        reloader.reload(trigger).await;
+    }
+}
