@@ -10,6 +10,7 @@ pub mod config;
 pub mod db;
 pub mod health;
 pub mod mcp;
+pub mod oauth;
 pub mod pipeline;
 pub mod rest;
 pub mod scaffold;

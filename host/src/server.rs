@@ -67,12 +67,31 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
         max_bytes: server.max_body_bytes,
         stats: http,
     });
+    // `[oauth]`: bearer tokens on /mcp (and REST with `rest = true`).
+    let oauth = hangar
+        .config
+        .oauth
+        .as_ref()
+        .map(crate::oauth::ResourceServer::new);
+    let (mcp_routes, rest, metadata) = match &oauth {
+        None => (mcp::router(mcp_state), rest, Router::new()),
+        Some(rs) => (
+            crate::oauth::protect(mcp::router(mcp_state), rs),
+            if rs.protects_rest() {
+                crate::oauth::protect(rest, rs)
+            } else {
+                rest
+            },
+            crate::oauth::routes(rs),
+        ),
+    };
     let guarded = Router::new()
         .merge(rest)
+        .merge(metadata)
         .route("/healthz", get(healthz).with_state(health))
         .layer(middleware::from_fn_with_state(policy, origin_guard));
     Router::new()
-        .merge(mcp::router(mcp_state))
+        .merge(mcp_routes)
         .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(body, read_body))

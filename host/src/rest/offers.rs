@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Rest, Traced, context, error, retry_later};
+use super::{Rest, Token, Traced, context, error, retry_later};
 use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
@@ -64,6 +64,7 @@ impl IntoResponse for OfferError {
         match e.kind {
             ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.to_string()),
             ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
+            ErrorKind::InsufficientScope => error(StatusCode::FORBIDDEN, "insufficient_scope"),
             ErrorKind::Invalid => error(StatusCode::BAD_REQUEST, &e.to_string()),
             ErrorKind::Busy => retry_later(traced(StatusCode::SERVICE_UNAVAILABLE)),
             ErrorKind::Limit
@@ -90,9 +91,10 @@ struct Prompts<'a> {
 async fn list_resources(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/resources", &headers, client);
+    let cx = context(&rest, "GET", "/resources", &headers, client, token);
     let principal = rest.pipeline.listing_principal(&cx).await;
     Json(Resources {
         resources: rest.pipeline.listed_resources(principal.as_ref()),
@@ -104,9 +106,10 @@ async fn list_resources(
 async fn list_prompts(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/prompts", &headers, client);
+    let cx = context(&rest, "GET", "/prompts", &headers, client, token);
     let principal = rest.pipeline.listing_principal(&cx).await;
     Json(Prompts {
         prompts: rest.pipeline.listed_prompts(principal.as_ref()),
@@ -118,11 +121,12 @@ async fn list_prompts(
 async fn read_resource(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, OfferError> {
     let uri = uri_param(query.as_deref())?;
-    let mut cx = context(&rest, "GET", "/resources/read", &headers, client);
+    let mut cx = context(&rest, "GET", "/resources/read", &headers, client, token);
     let result = rest.pipeline.read_resource(&uri, &mut cx).await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
@@ -133,12 +137,13 @@ async fn get_prompt(
     State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OfferError> {
     let arguments = prompt_arguments(&body)?;
     let path = format!("/prompts/{name}/get");
-    let mut cx = context(&rest, "POST", &path, &headers, client);
+    let mut cx = context(&rest, "POST", &path, &headers, client, token);
     let result = rest.pipeline.get_prompt(&name, &arguments, &mut cx).await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
