@@ -44,9 +44,9 @@ class AuthServer:
     """oidc-provider on two ports: the real issuer, and a rogue one signing
     with the same keys (tokens whose only fault is `iss`)."""
 
-    def __init__(self):
-        self.jwks, self.keys = make_keys("as")
-        self.port, self.rogue_port = free_port(), free_port()
+    def __init__(self, prefix="as", ports=None):
+        self.jwks, self.keys = make_keys(prefix)
+        self.port, self.rogue_port = ports or (free_port(), free_port())
         self.issuer = f"http://127.0.0.1:{self.port}"
         self.rogue = f"http://127.0.0.1:{self.rogue_port}"
         env = {**os.environ, "OIDC_PORT": str(self.port), "ROGUE_PORT": str(self.rogue_port),
@@ -68,8 +68,9 @@ class AuthServer:
         return r.json()["access_token"]
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +290,36 @@ def test_a_hidden_tool_is_indistinguishable_from_an_unknown_one(hangar, auth_ser
     a, _ = init(hangar, auth_server.token("admin", hangar.resource))
     assert "admin.audit" in {t["name"] for t in a.request("tools/list")["result"]["tools"]}
     assert a.call("admin.audit", {})["result"]["structuredContent"]["rows"][0] == {"log": "audit"}
+
+
+def test_keys_are_fetched_again_when_a_token_names_an_unknown_kid(tmp_path_factory, shared_cache):
+    """The issuer rotates its keys (restarts with new ones, same URL): Hangar
+    still holds the old set, and a token naming a new `kid` makes it fetch
+    the set again (at most every 10 s); the retired key stops working."""
+    first = AuthServer("old")
+    s = oauth_server(tmp_path_factory, shared_cache, first)
+    second = None
+    try:
+        old_token = first.token("admin", s.resource)
+        assert init(s, old_token)[1].status_code == 200
+        first.stop()
+        second = AuthServer("new", ports=(first.port, first.rogue_port))
+        new_token = second.token("admin", s.resource)
+        assert pyjwt.get_unverified_header(new_token)["kid"] == "new-rs256"
+
+        def accepted():
+            if init(s, new_token)[1].status_code == 200:
+                return True
+            time.sleep(0.5)
+            return False
+
+        wait_for(accepted, 30, "the rotated key set to be fetched")
+        _, r = init(s, old_token)
+        assert r.status_code == 401 and challenge(r)["error"] == "invalid_token"
+        assert "signing keys fetched" in s.log_text()
+    finally:
+        s.stop()
+        (second or first).stop()
 
 
 def test_rest_needs_a_token_when_rest_is_true(hangar, auth_server):
