@@ -429,6 +429,101 @@ def test_the_python_sdk_discovers_the_server_and_calls(hangar, auth_server):
     assert f"{auth_server.issuer}/token" in urls
 
 
+def test_the_python_sdk_authorization_code_flow(hangar, auth_server):
+    """The SDK's `OAuthClientProvider` as an interactive client would use it:
+    401 → metadata → dynamic client registration → authorization code with
+    PKCE (the user's login and consent are oidc-provider's own pages, whose
+    forms the test submits) → token for the resource → calls."""
+    from html.parser import HTMLParser
+    from urllib.parse import parse_qs, urljoin, urlparse
+
+    from mcp import ClientSession
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.shared.auth import OAuthClientMetadata
+
+    redirect_uri = "http://127.0.0.1:1/callback"  # never contacted: the test reads the redirect
+    returned = {}
+
+    class Form(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.action, self.fields = None, {}
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "form" and self.action is None:
+                self.action = a.get("action")
+            if tag == "input" and a.get("name"):
+                self.fields[a["name"]] = a.get("value") or ""
+
+    async def redirect_handler(url):
+        # The user's browser: follow redirects, fill the login form, consent.
+        async with httpx.AsyncClient() as browser:
+            r = await browser.get(url)
+            for _ in range(20):
+                if r.status_code in (302, 303):
+                    location = urljoin(str(r.url), r.headers["location"])
+                    if location.startswith(redirect_uri):
+                        query = parse_qs(urlparse(location).query)
+                        returned["code"] = query["code"][0]
+                        returned["state"] = query.get("state", [None])[0]
+                        return
+                    r = await browser.get(location)
+                    continue
+                assert r.status_code == 200, r.text
+                form = Form()
+                form.feed(r.text)
+                assert form.action, r.text
+                fields = {**form.fields, "login": "alice", "password": "any"}
+                r = await browser.post(urljoin(str(r.url), form.action), data=fields)
+            pytest.fail("the authorization server never redirected back")
+
+    async def callback_handler():
+        return returned["code"], returned["state"]
+
+    class Memory:
+        def __init__(self):
+            self.tokens, self.client = None, None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.client
+
+        async def set_client_info(self, info):
+            self.client = info
+
+    async def run():
+        storage = Memory()
+        auth = OAuthClientProvider(
+            server_url=hangar.resource,
+            client_metadata=OAuthClientMetadata(
+                client_name="hangar-oauth-test", redirect_uris=[redirect_uri],
+                grant_types=["authorization_code"], response_types=["code"],
+                scope="tools:read tools:admin"),
+            storage=storage, redirect_handler=redirect_handler,
+            callback_handler=callback_handler)
+        async with streamablehttp_client(hangar.resource, auth=auth) as (r, w, _):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                who = await s.call_tool("whoami", {})
+                refund = await s.call_tool("refund", {})
+        return storage, who, refund
+
+    storage, who, refund = asyncio.run(run())
+    assert storage.client is not None and storage.client.client_id  # registered dynamically
+    row = who.structuredContent["rows"][0]
+    assert row == {"sub": "alice", "client": storage.client.client_id}
+    assert refund.structuredContent["rows"][0] == {"done": "refunded"}
+    claims = pyjwt.decode(storage.tokens.access_token, options={"verify_signature": False})
+    assert claims["aud"] == hangar.resource
+
+
 def test_the_inspector_cli_lists_and_calls_with_a_bearer_token(hangar, auth_server):
     cli = TESTS / "node_modules/@modelcontextprotocol/inspector-cli/build/index.js"
     # inspector-cli 1.0.3 checks for `../package.json` relative to the working

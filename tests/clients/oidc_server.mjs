@@ -1,6 +1,7 @@
 // A real OAuth 2.0 / OpenID Connect authorization server for the OAuth tests:
 // oidc-provider (panva, OpenID certified), configured for the client
-// credentials grant and RFC 8707 resource indicators, so it issues JWT access
+// credentials grant, authorization code + PKCE with dynamic client
+// registration, and RFC 8707 resource indicators, so it issues JWT access
 // tokens whose `aud` is the resource the client asked for.
 //
 // Env: OIDC_PORT (the real issuer, http://127.0.0.1:OIDC_PORT), ROGUE_PORT (a
@@ -35,7 +36,11 @@ function configuration() {
     jwks: keys,
     scopes: ['tools:read', 'tools:admin'],
     features: {
-      devInteractions: { enabled: false },
+      // The built-in login and consent pages: the authorization code test
+      // submits their forms as a user would (any login is accepted).
+      devInteractions: { enabled: true },
+      // Dynamic client registration (RFC 7591), which MCP clients use.
+      registration: { enabled: true },
       clientCredentials: { enabled: true },
       introspection: { enabled: false },
       resourceIndicators: {
