@@ -171,6 +171,12 @@ def test_protected_resource_metadata(hangar, auth_server):
             "bearer_methods_supported": ["header"],
             "resource_name": "Hangar",
         }
+        # Public, and readable by browser-based clients on another origin.
+        assert r.headers["access-control-allow-origin"] == "*"
+        pre = httpx.options(hangar.url + path, headers={
+            "origin": "http://localhost:6274", "access-control-request-method": "GET",
+            "access-control-request-headers": "mcp-protocol-version"})
+        assert pre.status_code == 204 and pre.headers["access-control-allow-origin"] == "*"
 
 
 def test_no_token_gets_a_challenge_without_an_error_code(hangar):

@@ -87,11 +87,11 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
     };
     let guarded = Router::new()
         .merge(rest)
-        .merge(metadata)
         .route("/healthz", get(healthz).with_state(health))
         .layer(middleware::from_fn_with_state(policy, origin_guard));
     Router::new()
         .merge(mcp_routes)
+        .merge(metadata)
         .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(body, read_body))

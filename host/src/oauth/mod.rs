@@ -172,15 +172,33 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
-/// The metadata routes (no token needed to read them).
+/// The metadata routes. No token is needed to read them, and any origin may:
+/// the document is public, and browser-based clients fetch it cross-origin
+/// (with an `MCP-Protocol-Version` header, hence the preflight answer).
 pub fn routes(rs: &Arc<ResourceServer>) -> Router {
     let doc = Arc::new(metadata::document(&rs.config));
     let mut router = Router::new();
     for path in metadata::paths(&rs.config.resource) {
         let doc = doc.clone();
-        router = router.route(&path, get(move || async move { Json((*doc).clone()) }));
+        let serve = move || async move { cors(Json((*doc).clone()).into_response()) };
+        let preflight = || async { cors(StatusCode::NO_CONTENT.into_response()) };
+        router = router.route(&path, get(serve).options(preflight));
     }
     router
+}
+
+fn cors(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("GET, OPTIONS"),
+    );
+    h.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static("*"),
+    );
+    response
 }
 
 /// `router` behind the bearer-token check.
