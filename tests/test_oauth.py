@@ -88,9 +88,19 @@ scopes_supported = ["tools:read", "tools:admin"]
 leeway = "0s"
 rest = true
 
+[plugins.jwt]
+config = {{ hs256_secret = "an-hs256-secret-of-at-least-32-bytes" }}
+
 [connectors.lite]
 kind = "sqlite"
 path = "{db}"
+
+[[tools]]
+name = "plugin.gated"
+description = "Also checked by the jwt auth plugin, which reads the Authorization header"
+use = "lite"
+statement = "SELECT 'gated' AS g"
+auth = {{ plugin = "jwt" }}
 
 [[tools]]
 name = "whoami"
@@ -120,7 +130,7 @@ def oauth_server(tmp_path_factory, shared_cache, auth_server, extra=""):
     """A Hangar whose [oauth] resource names its own port (known only once chosen)."""
     workdir = tmp_path_factory.mktemp("hangar-oauth")
     config = CONFIG.format(issuer=auth_server.issuer, db=workdir / "t.db") + extra
-    s = Server(workdir, ["echo"], config, shared_cache)
+    s = Server(workdir, ["echo", "jwt"], config, shared_cache)
     s.config_path.write_text(s.config_path.read_text().replace("__PORT__", str(s.port)))
     s.resource = f"{s.url}/mcp"
     return s.start()
@@ -205,6 +215,16 @@ def test_a_good_token_calls_a_tool_and_becomes_the_principal(hangar, auth_server
     # The token never reaches the log.
     assert token not in hangar.log_text()
     assert token.split(".")[2] not in hangar.log_text()
+
+
+def test_the_token_never_reaches_an_auth_plugin(hangar, auth_server):
+    """The middleware takes the Authorization header off the request: a
+    tool's own auth plugin that reads it finds none."""
+    c, r = init(hangar, auth_server.token("admin", hangar.resource))
+    assert r.status_code == 200
+    reply = c.call("plugin.gated", {})
+    assert reply["error"]["message"] == "Unauthorized", reply
+    assert "no authorization header" in hangar.log_text()
 
 
 def test_malformed_tokens_are_refused(hangar):
