@@ -12,6 +12,7 @@ pub mod health;
 pub mod loader;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod pipeline;
 pub mod reload;
 pub mod rest;

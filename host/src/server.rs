@@ -72,6 +72,24 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         max_bytes: server.max_body_bytes,
         stats: http,
     });
+    // `[oauth]`: bearer tokens on /mcp (and REST with `rest = true`).
+    let oauth = hangar
+        .config
+        .oauth
+        .as_ref()
+        .map(crate::oauth::ResourceServer::new);
+    let (mcp_routes, rest, metadata) = match &oauth {
+        None => (mcp::router(mcp_state.clone()), rest, Router::new()),
+        Some(rs) => (
+            crate::oauth::protect(mcp::router(mcp_state.clone()), rs),
+            if rs.protects_rest() {
+                crate::oauth::protect(rest, rs)
+            } else {
+                rest
+            },
+            crate::oauth::routes(rs),
+        ),
+    };
     let mut guarded = Router::new()
         .merge(rest)
         .route("/healthz", get(healthz).with_state(health));
@@ -84,7 +102,8 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(policy, origin_guard));
     let router = Router::new()
-        .merge(mcp::router(mcp_state.clone()))
+        .merge(mcp_routes)
+        .merge(metadata)
         .merge(guarded)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(body, read_body));

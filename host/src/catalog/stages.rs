@@ -36,9 +36,21 @@ pub struct Stages {
     pub validator: Option<ArgsValidator>,
     /// Claims a caller needs to see and call the tool; `None`: everyone.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
+    /// OAuth scopes the caller's token must grant (`[[tools]] scopes`).
+    pub scopes: Vec<String>,
 }
 
 impl Stages {
+    /// The tool's scopes, space-separated, when `principal` lacks one of
+    /// them; `None` when it may call.
+    pub fn missing_scopes(&self, principal: Option<&Principal>) -> Option<String> {
+        let granted = principal.map(granted_scopes).unwrap_or_default();
+        self.scopes
+            .iter()
+            .any(|s| !granted.contains(&s.as_str()))
+            .then(|| self.scopes.join(" "))
+    }
+
     /// Whether a caller with `principal` may see the tool.
     pub fn visible(&self, principal: Option<&Principal>) -> bool {
         self.visible_to
@@ -63,6 +75,20 @@ pub fn claims_match(rules: &BTreeMap<String, Vec<String>>, principal: Option<&Pr
                 .any(|v| v.as_str().is_some_and(|s| allowed.iter().any(|a| a == s))),
             _ => false,
         })
+}
+
+/// The scopes a principal's token granted: `scope` (space-separated, RFC
+/// 9068) and `scp` (a string or an array: Entra ID, Okta).
+pub fn granted_scopes(principal: &Principal) -> Vec<&str> {
+    let mut granted = Vec::new();
+    for claim in ["scope", "scp"] {
+        match principal.claims.get(claim) {
+            Some(Value::String(s)) => granted.extend(s.split_whitespace()),
+            Some(Value::Array(items)) => granted.extend(items.iter().filter_map(Value::as_str)),
+            _ => {}
+        }
+    }
+    granted
 }
 
 /// The auth and mapper plugins that loaded, by name.
@@ -147,6 +173,7 @@ impl Plugins {
             output_map,
             validator: Some(validator),
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
+            scopes: tool_cfg.map(|t| t.scopes.clone()).unwrap_or_default(),
         })
     }
 

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 mod capabilities;
 mod limits;
+mod oauth;
 mod offered;
 #[cfg(test)]
 mod properties;
@@ -19,6 +20,7 @@ mod rate;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use limits::{LimitOverrides, Limits};
+pub use oauth::OAuthConfig;
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
 
@@ -58,6 +60,8 @@ pub struct Config {
     /// Where plugins' key-value state lives (`hangar:plugin/kv`).
     #[serde(default)]
     pub kv: crate::wasm::kv::KvConfig,
+    /// Hangar as an OAuth 2.1 resource server (bearer tokens on `/mcp`).
+    pub oauth: Option<OAuthConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -271,6 +275,9 @@ pub struct ToolConfig {
     pub max_rows: usize,
     /// Calls one caller may make to this tool.
     pub rate_limit: Option<RateLimit>,
+    /// OAuth scopes a token needs to call the tool (403 `insufficient_scope`).
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 pub(crate) fn yes() -> bool {
@@ -441,6 +448,9 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
         let mut config = Self::parse(&text)
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+        config
+            .validate_oauth()
+            .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
@@ -455,6 +465,14 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// `[oauth]` and the tools' `scopes` (see `config::oauth`).
+    pub fn validate_oauth(&self) -> Result<(), String> {
+        match &self.oauth {
+            Some(o) => o.validate(&self.tools),
+            None => oauth::validate_without_oauth(&self.tools),
+        }
     }
 
     /// A path from the config file, relative to the file's folder.

@@ -114,6 +114,11 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         biased;
         Some(first) = running.events.recv() => stream(running, first),
         joined = &mut running.task => {
+            if let Ok(Err(e)) = &joined
+                && let Some(scope) = &e.required_scope
+            {
+                return insufficient_scope(&running.id, e, scope);
+            }
             let body = outcome_body(&running.id, &running.trace_id, running.errors, joined);
             match body {
                 Some(body) => json_response(StatusCode::OK, body),
@@ -145,6 +150,18 @@ fn outcome_body(
             Some(jsonrpc::error_body(id, &error))
         }
     }
+}
+
+/// A tool the token lacks scopes for: HTTP 403 with the step-up challenge
+/// (the MCP authorization spec), the JSON-RPC error in the body.
+fn insufficient_scope(id: &Value, e: &CallError, scope: &str) -> Response {
+    let body = jsonrpc::error_body(id, &call_error(e, ""));
+    let mut response = json_response(StatusCode::FORBIDDEN, body);
+    response.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        crate::oauth::insufficient_scope(scope),
+    );
+    response
 }
 
 /// The one place a `CallError` becomes a JSON-RPC error.

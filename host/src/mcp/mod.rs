@@ -93,6 +93,7 @@ pub fn router(state: Arc<McpState>) -> Router {
 async fn post_mcp(
     State(st): State<Arc<McpState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Option<axum::Extension<crate::pipeline::Principal>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -143,6 +144,7 @@ async fn post_mcp(
                 session,
                 headers: &headers,
                 client,
+                token: token.map(|t| t.0),
             };
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
@@ -176,6 +178,8 @@ struct Request<'a> {
     session: Option<Arc<Session>>,
     headers: &'a HeaderMap,
     client: SocketAddr,
+    /// The principal of the request's bearer token (`[oauth]`).
+    token: Option<crate::pipeline::Principal>,
 }
 
 impl Request<'_> {
@@ -187,6 +191,7 @@ impl Request<'_> {
             .and_then(|v| v.to_str().ok());
         let mut cx = CallContext::traced(traceparent, st.trace_ids);
         cx.session_id = self.session.as_ref().map(|s| s.id.clone());
+        cx.principal = self.token.clone();
         cx.request = Some(Arc::new(RequestInfo::new(
             Transport::Mcp,
             "POST",

@@ -47,6 +47,8 @@ pub enum ErrorKind {
     Busy,
     /// The caller is over a rate limit; `retry_after` says for how long.
     RateLimited,
+    /// The caller's token lacks a scope the tool needs (`required_scope`).
+    InsufficientScope,
     Cancelled,
     Failed,
 }
@@ -61,6 +63,7 @@ impl ErrorKind {
             ErrorKind::Limit => "limit",
             ErrorKind::Busy => "busy",
             ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::InsufficientScope => "insufficient_scope",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Failed => "failed",
         }
@@ -76,6 +79,8 @@ pub struct CallError {
     pub message: String,
     /// When the caller may try again (rate limits).
     pub retry_after: Option<std::time::Duration>,
+    /// The scopes the call needs, space-separated (insufficient scope).
+    pub required_scope: Option<String>,
 }
 
 impl CallError {
@@ -85,6 +90,7 @@ impl CallError {
             kind,
             message: message.into(),
             retry_after: None,
+            required_scope: None,
         }
     }
 
@@ -116,6 +122,17 @@ impl CallError {
         CallError {
             retry_after: Some(retry_after),
             ..CallError::new(Stage::RateLimit, ErrorKind::RateLimited, message)
+        }
+    }
+
+    pub fn insufficient_scope(tool: &str, required: String) -> CallError {
+        CallError {
+            required_scope: Some(required),
+            ..CallError::new(
+                Stage::Auth,
+                ErrorKind::InsufficientScope,
+                format!("insufficient scope: tool {tool} needs a scope the token lacks"),
+            )
         }
     }
 

@@ -56,7 +56,8 @@ impl ConfigSource {
 /// `next` with the settings that need a restart kept as they run, and the
 /// names of those that changed. A reload applies tools, plugins (their
 /// config, grants, limits), resources, prompts, connectors, credentials,
-/// auth, `[limits]`, and of `[server]` only `catalog` and `rate_limit`.
+/// auth, `[limits]`, and of `[server]` only `catalog` and `rate_limit`;
+/// `[kv]`, `[http]` and `[oauth]` are kept.
 pub fn keep_fixed(running: &Config, mut next: Config) -> (Config, Vec<String>) {
     let mut needs_restart = Vec::new();
     let mut server = running.server.clone();
@@ -73,6 +74,11 @@ pub fn keep_fixed(running: &Config, mut next: Config) -> (Config, Vec<String>) {
     if format!("{:?}", running.http) != format!("{:?}", next.http) {
         needs_restart.push("[http]".to_string());
         next.http = running.http.clone();
+    }
+    if format!("{:?}", running.oauth) != format!("{:?}", next.oauth) {
+        // The resource server (its keys, metadata, challenges) wraps the routes.
+        needs_restart.push("[oauth]".to_string());
+        next.oauth = running.oauth.clone();
     }
     if next.max_memory_bytes() > running.max_memory_bytes() {
         // The engine's memory pool was sized for the largest cap at start-up.

@@ -57,9 +57,10 @@ pub fn router(rest: Rest) -> Router {
 async fn openapi_json(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/openapi.json", &headers, client);
+    let cx = context(&rest, "GET", "/openapi.json", &headers, client, token);
     let pipeline = rest.pipeline.current();
     let principal = pipeline.listing_principal(&cx).await;
     let tools = pipeline.listed(principal.as_ref());
@@ -81,6 +82,9 @@ struct Summary<'a> {
     annotations: Option<&'a Annotations>,
 }
 
+/// The principal of a request's bearer token, when `[oauth]` protects REST.
+pub(crate) type Token = Option<axum::Extension<crate::pipeline::Principal>>;
+
 /// A context for a REST request, as the auth stage sees it.
 fn context(
     rest: &Rest,
@@ -88,9 +92,13 @@ fn context(
     path: &str,
     headers: &HeaderMap,
     client: SocketAddr,
+    token: Token,
 ) -> CallContext {
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     let mut cx = CallContext::traced(traceparent, rest.trace_ids);
+    // `[oauth]` with `rest = true`: the bearer token's principal, which the
+    // middleware put in place of the `Authorization` header.
+    cx.principal = token.map(|t| t.0);
     cx.request = Some(Arc::new(RequestInfo::new(
         Transport::Rest,
         method,
@@ -104,11 +112,12 @@ fn context(
 async fn list(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
     let pipeline = rest.pipeline.current();
     let principal = pipeline
-        .listing_principal(&context(&rest, "GET", "/tools", &headers, client))
+        .listing_principal(&context(&rest, "GET", "/tools", &headers, client, token))
         .await;
     let tools: Vec<Summary> = pipeline
         .listed(principal.as_ref())
@@ -127,9 +136,17 @@ async fn describe(
     State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", &format!("/tools/{name}"), &headers, client);
+    let cx = context(
+        &rest,
+        "GET",
+        &format!("/tools/{name}"),
+        &headers,
+        client,
+        token,
+    );
     let pipeline = rest.pipeline.current();
     let principal = pipeline.listing_principal(&cx).await;
     let listed = pipeline.listed(principal.as_ref());
@@ -163,6 +180,7 @@ async fn call(
     State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -178,7 +196,7 @@ async fn call(
     // A body that is not JSON is taken as no arguments.
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
     let path = format!("/tools/{name}/call");
-    let mut cx = context(&rest, "POST", &path, &headers, client);
+    let mut cx = context(&rest, "POST", &path, &headers, client, token);
     let outcome = p.call(&name, args, &mut cx).await;
     let result = match outcome {
         Ok(result) => result,
@@ -197,6 +215,15 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
     match e.kind {
         ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.message),
         ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
+        ErrorKind::InsufficientScope => {
+            let mut response = error(StatusCode::FORBIDDEN, "insufficient_scope");
+            let scope = e.required_scope.as_deref().unwrap_or_default();
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                crate::oauth::insufficient_scope(scope),
+            );
+            response
+        }
         ErrorKind::Busy => retry_later(traced(
             StatusCode::SERVICE_UNAVAILABLE,
             &ToolResult::error(e.to_string()),

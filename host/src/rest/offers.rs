@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Rest, Traced, context, error, retry_later};
+use super::{Rest, Token, Traced, context, error, retry_later};
 use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
@@ -64,6 +64,7 @@ impl IntoResponse for OfferError {
         match e.kind {
             ErrorKind::NotFound => error(StatusCode::NOT_FOUND, &e.to_string()),
             ErrorKind::Unauthorized => error(StatusCode::UNAUTHORIZED, "Unauthorized"),
+            ErrorKind::InsufficientScope => error(StatusCode::FORBIDDEN, "insufficient_scope"),
             ErrorKind::Invalid => error(StatusCode::BAD_REQUEST, &e.to_string()),
             ErrorKind::Busy => retry_later(traced(StatusCode::SERVICE_UNAVAILABLE)),
             ErrorKind::Limit
@@ -90,9 +91,10 @@ struct Prompts<'a> {
 async fn list_resources(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/resources", &headers, client);
+    let cx = context(&rest, "GET", "/resources", &headers, client, token);
     let pipeline = rest.pipeline.current();
     let principal = pipeline.listing_principal(&cx).await;
     Json(Resources {
@@ -105,9 +107,10 @@ async fn list_resources(
 async fn list_prompts(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/prompts", &headers, client);
+    let cx = context(&rest, "GET", "/prompts", &headers, client, token);
     let pipeline = rest.pipeline.current();
     let principal = pipeline.listing_principal(&cx).await;
     Json(Prompts {
@@ -120,11 +123,12 @@ async fn list_prompts(
 async fn read_resource(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, OfferError> {
     let uri = uri_param(query.as_deref())?;
-    let mut cx = context(&rest, "GET", "/resources/read", &headers, client);
+    let mut cx = context(&rest, "GET", "/resources/read", &headers, client, token);
     let result = rest.pipeline.current().read_resource(&uri, &mut cx).await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
@@ -135,12 +139,13 @@ async fn get_prompt(
     State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Token,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, OfferError> {
     let arguments = prompt_arguments(&body)?;
     let path = format!("/prompts/{name}/get");
-    let mut cx = context(&rest, "POST", &path, &headers, client);
+    let mut cx = context(&rest, "POST", &path, &headers, client, token);
     let result = rest
         .pipeline
         .current()

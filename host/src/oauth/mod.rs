@@ -1,0 +1,268 @@
+//! Hangar as an OAuth 2.1 resource server, as the MCP authorization spec
+//! (2025-11-25) asks of an HTTP server: Protected Resource Metadata
+//! (RFC 9728, [`metadata`]), a bearer token on every protected request
+//! checked natively ([`token`], keys from [`jwks`]), and the challenges a
+//! client discovers the authorization server from.
+//!
+//! This module sits with the surfaces: [`protect`] wraps a surface's router
+//! in a middleware that answers 401 itself, takes the `Authorization` header
+//! off the request (no plugin, mapper or log line ever sees the token) and
+//! hands the surface the token's [`Principal`] as a request extension. The
+//! pipeline's `scopes` check stays transport-neutral; a surface turns its
+//! refusal into 403 with `WWW-Authenticate: Bearer error="insufficient_scope"`,
+//! and the middleware adds `resource_metadata` to that challenge.
+
+mod fetch;
+pub mod jwks;
+pub mod metadata;
+pub mod token;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde_json::json;
+
+use crate::config::OAuthConfig;
+use crate::pipeline::Principal;
+
+/// The resource server of one config: its settings, its issuer's keys, and
+/// the metadata URL its challenges name. Built once per app; shared by the
+/// middleware of every protected surface.
+pub struct ResourceServer {
+    config: OAuthConfig,
+    jwks: jwks::Jwks,
+    metadata_url: String,
+}
+
+/// Why a request was refused before reaching its surface.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token at all: the challenge carries no error code (RFC 6750 §3.1).
+    NoToken,
+    /// A token was sent and is not good.
+    Invalid(String),
+}
+
+impl ResourceServer {
+    pub fn new(config: &OAuthConfig) -> Arc<ResourceServer> {
+        Arc::new(ResourceServer {
+            jwks: jwks::Jwks::new(&config.issuer, config.jwks_uri.as_deref()),
+            metadata_url: metadata::url(&config.resource),
+            config: config.clone(),
+        })
+    }
+
+    /// Whether the REST surface is protected too.
+    pub fn protects_rest(&self) -> bool {
+        self.config.rest
+    }
+
+    /// The principal a request's bearer token proves.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
+        let token = bearer(headers)?;
+        let (alg, kid) = token::key_hint(token).map_err(|e| Refusal::Invalid(e.0))?;
+        let keys = self.jwks.keys_for(kid.as_deref()).await.map_err(|e| {
+            tracing::warn!(target: "hangar::oauth", "no signing keys: {e}");
+            Refusal::Invalid("the issuer's signing keys are unavailable".into())
+        })?;
+        if keys.is_empty() {
+            return Err(Refusal::Invalid(
+                "no signing key of the issuer matches the token".into(),
+            ));
+        }
+        token::verify(token, alg, &keys, &self.config).map_err(|e| Refusal::Invalid(e.0))
+    }
+
+    /// The 401 answer to `refusal`.
+    fn challenge(&self, refusal: &Refusal) -> Response {
+        let mut params = Vec::new();
+        let body = match refusal {
+            Refusal::NoToken => {
+                json!({ "error": "unauthorized", "error_description": "a bearer token is required" })
+            }
+            Refusal::Invalid(why) => {
+                params.push("error=\"invalid_token\"".to_string());
+                params.push(format!("error_description=\"{}\"", quoted(why)));
+                json!({ "error": "invalid_token", "error_description": why })
+            }
+        };
+        params.push(format!("resource_metadata=\"{}\"", self.metadata_url));
+        if !self.config.scopes_supported.is_empty() {
+            params.push(format!(
+                "scope=\"{}\"",
+                self.config.scopes_supported.join(" ")
+            ));
+        }
+        let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", params.join(", "))) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, v);
+        }
+        response
+    }
+
+    /// Adds `resource_metadata` to a surface's `insufficient_scope` challenge.
+    fn complete_scope_challenge(&self, response: &mut Response) {
+        if response.status() != StatusCode::FORBIDDEN {
+            return;
+        }
+        let Some(challenge) = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| v.contains("insufficient_scope") && !v.contains("resource_metadata"))
+        else {
+            return;
+        };
+        let full = format!("{challenge}, resource_metadata=\"{}\"", self.metadata_url);
+        if let Ok(v) = HeaderValue::from_str(&full) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, v);
+        }
+    }
+}
+
+/// The `WWW-Authenticate` value a surface sends with 403 when a tool needs
+/// scopes the caller's token lacks (SEP-835 step-up: `scope` lists what the
+/// call needs). `required` is space-separated.
+pub fn insufficient_scope(required: &str) -> HeaderValue {
+    let value = format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\", error_description=\"the token lacks a scope this tool needs\"",
+        quoted(required)
+    );
+    HeaderValue::from_str(&value)
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"insufficient_scope\""))
+}
+
+/// The bearer token of a request: exactly one `Authorization: Bearer <token>`.
+fn bearer(headers: &HeaderMap) -> Result<&str, Refusal> {
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Err(Refusal::NoToken);
+    };
+    if values.next().is_some() {
+        return Err(Refusal::Invalid(
+            "more than one Authorization header".into(),
+        ));
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| Refusal::Invalid("malformed token".into()))?;
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        // Another scheme carries no bearer token.
+        return Err(Refusal::NoToken);
+    }
+    let token = token.trim();
+    if token.is_empty() || token.contains(' ') {
+        return Err(Refusal::Invalid("malformed token".into()));
+    }
+    Ok(token)
+}
+
+/// A value safe inside a quoted-string.
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .map(|c| if c == '"' || c == '\\' { '\'' } else { c })
+        .collect()
+}
+
+/// The metadata routes. No token is needed to read them, and any origin may:
+/// the document is public, and browser-based clients fetch it cross-origin
+/// (with an `MCP-Protocol-Version` header, hence the preflight answer).
+pub fn routes(rs: &Arc<ResourceServer>) -> Router {
+    let doc = Arc::new(metadata::document(&rs.config));
+    let mut router = Router::new();
+    for path in metadata::paths(&rs.config.resource) {
+        let doc = doc.clone();
+        let serve = move || async move { cors(Json((*doc).clone()).into_response()) };
+        let preflight = || async { cors(StatusCode::NO_CONTENT.into_response()) };
+        router = router.route(&path, get(serve).options(preflight));
+    }
+    router
+}
+
+fn cors(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("GET, OPTIONS"),
+    );
+    h.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static("*"),
+    );
+    response
+}
+
+/// `router` behind the bearer-token check.
+pub fn protect(router: Router, rs: &Arc<ResourceServer>) -> Router {
+    router.layer(middleware::from_fn_with_state(rs.clone(), require_token))
+}
+
+async fn require_token(
+    State(rs): State<Arc<ResourceServer>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match rs.authenticate(req.headers()).await {
+        Ok(principal) => {
+            req.headers_mut().remove(AUTHORIZATION);
+            req.extensions_mut().insert(principal);
+            let mut response = next.run(req).await;
+            rs.complete_scope_challenge(&mut response);
+            response
+        }
+        Err(refusal) => {
+            if let Refusal::Invalid(why) = &refusal {
+                tracing::info!(target: "hangar::oauth", path = %req.uri().path(), reason = %why, "token refused");
+            }
+            rs.challenge(&refusal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_tokens_are_found_or_refused() {
+        assert_eq!(bearer(&headers(&["Bearer abc"])), Ok("abc"));
+        assert_eq!(bearer(&headers(&["bearer abc"])), Ok("abc"));
+        assert_eq!(bearer(&headers(&[])), Err(Refusal::NoToken));
+        assert_eq!(
+            bearer(&headers(&["Basic dXNlcjpwdw=="])),
+            Err(Refusal::NoToken)
+        );
+        assert!(matches!(
+            bearer(&headers(&["Bearer "])),
+            Err(Refusal::Invalid(_))
+        ));
+        assert!(matches!(
+            bearer(&headers(&["Bearer a", "Bearer b"])),
+            Err(Refusal::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn challenges_are_quoted_safely() {
+        assert_eq!(quoted("a \"b\" \\c\n"), "a 'b' 'c");
+        let v = insufficient_scope("tools:admin");
+        assert!(v.to_str().unwrap().contains("scope=\"tools:admin\""));
+    }
+}
