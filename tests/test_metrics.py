@@ -117,3 +117,36 @@ def test_metrics_off_answers_404(start_server):
     off = start_server(plugins=("echo",), config="metrics = false\n")
     assert httpx.get(off.url + "/metrics").status_code == 404
     assert httpx.get(off.url + "/healthz").status_code == 200
+
+
+HIDDEN = """
+[plugins.api-key]
+config = { keys = "admin=admin-key-0123456789abcdef, user=user-key-0123456789abcdef" }
+
+[auth]
+plugin = "api-key"
+
+[[tools]]
+name = "echo"
+visible_to = { sub = ["admin"] }
+"""
+
+
+def test_a_hidden_tools_series_are_shown_only_to_who_may_see_it(start_server):
+    server = start_server(plugins=("echo", "everything", "api-key"), config=HIDDEN)
+    admin = {"x-api-key": "admin-key-0123456789abcdef"}
+    c = Mcp(server.url)
+    c.initialize()
+    assert c.call("echo", {"text": "x"}, headers=admin)["result"]["content"][0]["text"] == "x"
+    assert "result" in c.call("test_simple_text", {}, headers=admin)
+
+    def tools_named(headers):
+        r = httpx.get(server.url + "/metrics", headers=headers)
+        assert r.status_code == 200, r.text
+        return {s.labels.get("tool") for f in text_string_to_metric_families(r.text) for s in f.samples}
+
+    assert "echo" in tools_named(admin) and "test_simple_text" in tools_named(admin)
+    for who in ({}, {"x-api-key": "user-key-0123456789abcdef"}, {"x-api-key": "wrong"}):
+        seen = tools_named(who)
+        assert "echo" not in seen, who
+        assert "test_simple_text" in seen, who

@@ -133,7 +133,15 @@ impl Hangar {
         let changes = loader.changes().clone();
         let facts = health::Facts::new(generation.problems.clone(), &config);
         Ok(Hangar {
-            pipeline: Live::new(Pipeline::new(Arc::new(generation.catalog)).with_changes(changes)),
+            pipeline: Live::new(
+                Pipeline::new(Arc::new(generation.catalog))
+                    .with_changes(changes)
+                    .with_metrics(Arc::new(if config.server.metrics {
+                        metrics::Metrics::new()
+                    } else {
+                        metrics::Metrics::off()
+                    })),
+            ),
             facts: Arc::new(ArcSwap::from_pointee(facts)),
             reload: Arc::default(),
             problems: generation.problems,

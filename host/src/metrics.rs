@@ -92,6 +92,8 @@ pub struct Metrics {
     /// Copied from the caches' own counters at scrape time.
     cache_hits: Counter,
     cache_misses: Counter,
+    /// `[server] metrics = false`: nothing is counted or timed.
+    off: bool,
 }
 
 impl Default for Metrics {
@@ -122,6 +124,7 @@ impl Metrics {
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
             registry: Registry::default(),
+            off: false,
         };
         let r = &mut registry;
         r.register(
@@ -183,8 +186,25 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
+    /// Metrics that count nothing (`[server] metrics = false`), so calls
+    /// pay nothing for them.
+    pub fn off() -> Metrics {
+        Metrics {
+            off: true,
+            ..Metrics::new()
+        }
+    }
+
+    /// Whether calls are counted and timed.
+    pub fn is_on(&self) -> bool {
+        !self.off
+    }
+
     /// Counts one finished call.
     pub fn call_ended(&self, call: CallOutcome<'_>) {
+        if self.off {
+            return;
+        }
         let tool = call.tool.to_string();
         self.calls
             .get_or_create(&CallLabels {
@@ -216,6 +236,9 @@ impl Metrics {
 
     /// Records how long one stage of a call took.
     pub fn stage_took(&self, stage: &'static str, took: Duration) {
+        if self.off {
+            return;
+        }
         self.stage_seconds
             .get_or_create(&StageLabels { stage })
             .observe(took.as_secs_f64());
@@ -246,6 +269,23 @@ impl Metrics {
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
+}
+
+/// `text` (an exposition) without the samples labelled with one of the
+/// `tools`: what a caller who may not see those tools is shown.
+pub fn without_tools(text: &str, tools: &[&str]) -> String {
+    if tools.is_empty() {
+        return text.to_string();
+    }
+    let labels: Vec<String> = tools.iter().map(|t| format!("tool=\"{t}\"")).collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if !labels.iter().any(|l| line.contains(l.as_str())) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -313,5 +353,51 @@ mod tests {
         );
         assert_eq!(get("hangar_result_cache_hits_total"), Some("5"));
         assert_eq!(get("hangar_reloads_total"), Some("1"));
+    }
+
+    #[test]
+    fn metrics_that_are_off_count_nothing() {
+        let m = Metrics::off();
+        assert!(!m.is_on());
+        m.call_ended(CallOutcome {
+            tool: "echo",
+            stage: "-",
+            outcome: "ok",
+            fuel: 1,
+            dropped_events: 0,
+        });
+        m.stage_took("handler", Duration::from_micros(70));
+        let text = m.render(&Live::default());
+        assert_eq!(
+            sample(&text, r#"hangar_calls_total{tool="echo""#),
+            None,
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"hangar_stage_duration_seconds_count{stage="handler"}"#
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn hidden_tools_series_are_left_out() {
+        let m = Metrics::new();
+        for tool in ["echo", "admin.purge", "admin"] {
+            m.call_ended(CallOutcome {
+                tool,
+                stage: "-",
+                outcome: "ok",
+                fuel: 5,
+                dropped_events: 0,
+            });
+        }
+        let text = without_tools(&m.render(&Live::default()), &["admin"]);
+        assert!(sample(&text, r#"hangar_calls_total{tool="echo""#).is_some());
+        assert!(sample(&text, r#"hangar_calls_total{tool="admin.purge""#).is_some());
+        assert!(!text.contains(r#"tool="admin""#), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -271,16 +271,41 @@ struct MetricsState {
     sched: Arc<crate::wasm::sched::Scheduler>,
 }
 
-/// `/metrics`: the Prometheus text exposition (OpenMetrics flavour).
-async fn metrics(State(state): State<Arc<MetricsState>>) -> Response {
+/// `/metrics`: the Prometheus text exposition (OpenMetrics flavour). The
+/// series of tools hidden from the caller (`visible_to`) are left out, as
+/// `/healthz` leaves out what names them.
+async fn metrics(
+    State(state): State<Arc<MetricsState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
     let (tools, stages) = state.sched.in_use();
     let mut live = crate::metrics::Live {
         instances: vec![("tools", tools.into()), ("stages", stages.into())],
         ..Default::default()
     };
     let pipeline = state.pipeline.current();
-    pipeline.catalog().db_live(&mut live);
-    let body = pipeline.metrics().render(&live);
+    let catalog = pipeline.catalog();
+    catalog.db_live(&mut live);
+    let mut body = pipeline.metrics().render(&live);
+    if catalog.has_restricted() {
+        let mut cx = CallContext::new(None);
+        cx.request = Some(Arc::new(RequestInfo::new(
+            Transport::Rest,
+            "GET",
+            "/metrics",
+            &headers,
+            Some(client),
+        )));
+        let principal = pipeline.listing_principal(&cx).await;
+        let hidden: Vec<&str> = catalog
+            .tools()
+            .iter()
+            .filter(|t| !t.stages.visible(principal.as_ref()))
+            .map(|t| t.def.name.as_str())
+            .collect();
+        body = crate::metrics::without_tools(&body, &hidden);
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,

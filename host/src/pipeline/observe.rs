@@ -54,7 +54,11 @@ impl StageClock {
         outer: &StageClock,
         cx: &mut CallContext,
     ) -> StageClock {
-        let spans = traces::tracer().map(|tracer| {
+        let tracer = traces::tracer();
+        if tracer.is_none() && !metrics.is_on() {
+            return StageClock::default();
+        }
+        let spans = tracer.map(|tracer| {
             let parent = outer.context().unwrap_or_else(|| {
                 cx.request
                     .as_ref()
