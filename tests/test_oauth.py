@@ -217,6 +217,25 @@ def test_a_good_token_calls_a_tool_and_becomes_the_principal(hangar, auth_server
     assert token.split(".")[2] not in hangar.log_text()
 
 
+def test_a_session_belongs_to_the_token_subject_that_opened_it(hangar, auth_server):
+    """Another subject's valid token does not reach a session it did not open
+    (a leaked session id is not a way in): 404 as for an unknown session."""
+    owner, r = init(hangar, auth_server.token("admin", hangar.resource))
+    assert r.status_code == 200, r.text
+    owner.session = r.headers["mcp-session-id"]
+    assert owner.call("echo", {"text": "mine"})["result"]["content"][0]["text"] == "mine"
+    other = Mcp(hangar.url)
+    other.http.headers["authorization"] = f"Bearer {auth_server.token('reader', hangar.resource)}"
+    other.session = owner.session
+    taken = other.call("echo", {"text": "theirs"})
+    assert taken["_status"] == 404 and taken["error"]["message"] == "Session not found", taken
+    stream = other.http.get("/mcp", headers={"accept": "text/event-stream", "mcp-session-id": owner.session})
+    assert stream.status_code == 404
+    assert other.http.delete("/mcp", headers={"mcp-session-id": owner.session}).status_code == 404
+    # The owner's session is untouched.
+    assert owner.call("echo", {"text": "still mine"})["result"]["content"][0]["text"] == "still mine"
+
+
 def test_the_token_never_reaches_an_auth_plugin(hangar, auth_server):
     """The middleware takes the Authorization header off the request: a
     tool's own auth plugin that reads it finds none."""

@@ -116,11 +116,15 @@ async fn post_mcp(
     if let Incoming::Request { id, method, params } = &message
         && method == "initialize"
     {
-        return initialize(&st, id, params);
+        let owner = token.as_ref().map(|t| t.0.subject.clone());
+        return initialize(&st, id, params, owner);
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,
-        Some(sid) => match st.sessions.get(sid.to_str().unwrap_or_default()) {
+        Some(sid) => match st.sessions.get(
+            sid.to_str().unwrap_or_default(),
+            token.as_ref().map(|t| t.0.subject.as_str()),
+        ) {
             Some(s) => Some(s),
             None => return session_not_found(&message),
         },
@@ -210,14 +214,20 @@ impl Request<'_> {
     }
 }
 
-fn initialize(st: &McpState, id: &Value, params: &Map<String, Value>) -> Response {
+fn initialize(
+    st: &McpState,
+    id: &Value,
+    params: &Map<String, Value>,
+    owner: Option<String>,
+) -> Response {
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = requested
         .filter(|v| SUPPORTED_VERSIONS.contains(v))
         .unwrap_or(guard::LATEST_VERSION);
-    let session = st
-        .sessions
-        .create(ClientAsks::from_capabilities(params.get("capabilities")));
+    let session = st.sessions.create(
+        ClientAsks::from_capabilities(params.get("capabilities")),
+        owner,
+    );
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities(st),
@@ -329,7 +339,11 @@ fn set_level(req: &Request) -> Response {
 
 /// `GET /mcp` opens the session's stream of unprompted messages (resource
 /// updates it subscribed to).
-async fn get_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Response {
+async fn get_mcp(
+    State(st): State<Arc<McpState>>,
+    token: Option<axum::Extension<crate::pipeline::Principal>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
@@ -347,20 +361,31 @@ async fn get_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Respons
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response();
     };
-    let Some(session) = st.sessions.get(id) else {
+    let owner = token.as_ref().map(|t| t.0.subject.as_str());
+    let Some(session) = st.sessions.get(id, owner) else {
         return (StatusCode::NOT_FOUND, "Session not found").into_response();
     };
     stream::open(session.open_stream(), st.pipeline.current().changes())
 }
 
 /// Ends a session.
-async fn delete_mcp(State(st): State<Arc<McpState>>, headers: HeaderMap) -> Response {
+async fn delete_mcp(
+    State(st): State<Arc<McpState>>,
+    token: Option<axum::Extension<crate::pipeline::Principal>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
     match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
         None => (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response(),
-        Some(id) if st.sessions.remove(id) => StatusCode::OK.into_response(),
+        Some(id)
+            if st
+                .sessions
+                .remove(id, token.as_ref().map(|t| t.0.subject.as_str())) =>
+        {
+            StatusCode::OK.into_response()
+        }
         Some(_) => (StatusCode::NOT_FOUND, "Session not found").into_response(),
     }
 }

@@ -29,6 +29,9 @@ pub struct Session {
     asks: ClientAsks,
     /// Resource URIs the client subscribed to.
     subscriptions: Mutex<HashSet<String>>,
+    /// The subject of the bearer token that opened the session (`[oauth]`):
+    /// another token's requests do not find it.
+    owner: Option<String>,
     /// Which GET stream is the session's current one: opening a stream
     /// replaces the one before (a client that lost its connection can open
     /// another at once), and only the current one carries messages.
@@ -59,8 +62,9 @@ impl ClientAsks {
 }
 
 impl Session {
-    fn new(asks: ClientAsks) -> Session {
+    fn new(asks: ClientAsks, owner: Option<String>) -> Session {
         Session {
+            owner,
             id: uuid::Uuid::new_v4().simple().to_string(),
             log_level: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
@@ -262,16 +266,21 @@ impl Sessions {
         Sessions { inner }
     }
 
-    /// Starts a session (evicting one when at the cap).
-    pub fn create(&self, asks: ClientAsks) -> Arc<Session> {
-        let session = Arc::new(Session::new(asks));
+    /// Starts a session for the token subject `owner` (evicting one when
+    /// at the cap).
+    pub fn create(&self, asks: ClientAsks, owner: Option<String>) -> Arc<Session> {
+        let session = Arc::new(Session::new(asks, owner));
         self.inner.map.insert(session.id.clone(), session.clone());
         session
     }
 
-    /// The live session `id`, marked as used now.
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// The live session `id` of the token subject `owner`, marked as used
+    /// now. A session another subject opened is not found, as if unknown.
+    pub fn get(&self, id: &str, owner: Option<&str>) -> Option<Arc<Session>> {
         let session = self.inner.map.get(id)?;
+        if session.owner.as_deref() != owner {
+            return None;
+        }
         // Past its time but not swept yet: gone all the same.
         if session.idle_for() >= self.inner.ttl {
             self.inner.expire(id);
@@ -290,7 +299,11 @@ impl Sessions {
     }
 
     /// Ends a session; false when it did not exist.
-    pub fn remove(&self, id: &str) -> bool {
+    /// Ends the session `id` of `owner`; whether there was one.
+    pub fn remove(&self, id: &str, owner: Option<&str>) -> bool {
+        if self.get(id, owner).is_none() {
+            return false;
+        }
         match self.inner.map.remove(id) {
             Some((_, session)) => {
                 session.end();
@@ -361,23 +374,26 @@ mod tests {
     fn at_the_cap_a_new_session_evicts_an_old_one_and_is_kept() {
         let sessions = Sessions::new(3, Duration::from_secs(3600));
         let ids: Vec<String> = (0..20)
-            .map(|_| sessions.create(ClientAsks::default()).id.clone())
+            .map(|_| sessions.create(ClientAsks::default(), None).id.clone())
             .collect();
-        let live = ids.iter().filter(|id| sessions.get(id).is_some()).count();
+        let live = ids
+            .iter()
+            .filter(|id| sessions.get(id, None).is_some())
+            .count();
         assert!(live <= 3, "{live} sessions live");
-        assert!(sessions.get(ids.last().unwrap()).is_some());
+        assert!(sessions.get(ids.last().unwrap(), None).is_some());
         assert!(sessions.report().evicted >= 17);
     }
 
     #[test]
     fn a_session_used_again_outlives_a_flood_of_new_ones() {
         let sessions = Sessions::new(50, Duration::from_secs(3600));
-        let kept = sessions.create(ClientAsks::default()).id.clone();
+        let kept = sessions.create(ClientAsks::default(), None).id.clone();
         for _ in 0..10 {
             for _ in 0..20 {
-                sessions.create(ClientAsks::default());
+                sessions.create(ClientAsks::default(), None);
             }
-            assert!(sessions.get(&kept).is_some());
+            assert!(sessions.get(&kept, None).is_some());
         }
         assert!(sessions.report().open <= 50);
     }
@@ -385,11 +401,11 @@ mod tests {
     #[test]
     fn an_idle_session_is_gone_and_its_stream_ends() {
         let sessions = Sessions::new(10, Duration::from_millis(50));
-        let session = sessions.create(ClientAsks::default());
+        let session = sessions.create(ClientAsks::default(), None);
         let claim = session.open_stream();
         assert!(claim.current());
         std::thread::sleep(Duration::from_millis(80));
-        assert!(sessions.get(&session.id).is_none());
+        assert!(sessions.get(&session.id, None).is_none());
         assert!(!claim.current());
         let report = sessions.report();
         assert_eq!((report.open, report.expired), (0, 1));
@@ -398,21 +414,35 @@ mod tests {
     #[test]
     fn a_deleted_session_ends_its_stream() {
         let sessions = Sessions::new(10, Duration::from_secs(60));
-        let session = sessions.create(ClientAsks::default());
+        let session = sessions.create(ClientAsks::default(), None);
         let claim = session.open_stream();
-        assert!(sessions.remove(&session.id));
+        assert!(sessions.remove(&session.id, None));
         assert!(!claim.current());
-        assert!(!sessions.remove(&session.id));
+        assert!(!sessions.remove(&session.id, None));
     }
 
     #[tokio::test]
     async fn the_sweeper_forgets_idle_sessions() {
         let sessions = Sessions::new(10, Duration::from_millis(100));
         for _ in 0..5 {
-            sessions.create(ClientAsks::default());
+            sessions.create(ClientAsks::default(), None);
         }
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(sessions.report().open, 0);
         assert_eq!(sessions.report().expired, 5);
+    }
+
+    #[test]
+    fn a_session_is_found_only_with_the_token_subject_that_opened_it() {
+        let sessions = Sessions::new(10, Duration::from_secs(60));
+        let id = sessions
+            .create(ClientAsks::default(), Some("alice".into()))
+            .id
+            .clone();
+        assert!(sessions.get(&id, Some("mallory")).is_none());
+        assert!(sessions.get(&id, None).is_none());
+        assert!(!sessions.remove(&id, Some("mallory")));
+        assert!(sessions.get(&id, Some("alice")).is_some());
+        assert!(sessions.remove(&id, Some("alice")));
     }
 }
