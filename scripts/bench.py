@@ -219,36 +219,6 @@ def start_hangar(plugins_dir, cache_dir, extra="", server_extra="", env=None):
     return p
 
 
-class OtlpSink:
-    """An OTLP/HTTP receiver that takes every export and keeps nothing but a
-    count: where the observed Hangar sends its spans."""
-
-    def __init__(self):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        import threading
-        sink = self
-        self.exports = 0
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                sink.exports += 1
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
-
-
 def search_catalog_config(cache_dir):
     """500 SQLite tools (as tests/test_catalog.py builds them) behind the meta-tools."""
     parts = [f'[server]\ncache_dir = "{cache_dir}"\ncatalog = "meta"\n',
@@ -338,15 +308,16 @@ def main():
                     f"http://127.0.0.1:{base_port}/echo")
     base = f"http://127.0.0.1:{base_port}"
 
-    # The same server twice more: one exporting traces (to a local OTLP
-    # receiver) and counting metrics, one with both off.
-    sink = OtlpSink()
+    # The same server three more times: exporting traces (to the baseline's
+    # OTLP route, which discards them) and counting metrics; metrics only;
+    # both off.
     observed = start_hangar(plugins, cache, fetch_grant, env={
-        "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_SERVICE_NAME": "hangar-bench"})
+    counted = start_hangar(plugins, cache, fetch_grant)
     unobserved = start_hangar(plugins, cache, fetch_grant, server_extra="metrics = false")
-    check_once(observed.url + "/mcp", ECHO_MCP)
-    check_once(unobserved.url + "/mcp", ECHO_MCP)
+    for server in (observed, counted, unobserved):
+        check_once(server.url + "/mcp", ECHO_MCP)
 
     first_id = DB_MCP % 1
     check_once(hangar.url + "/mcp", ECHO_MCP)
@@ -376,6 +347,8 @@ def main():
          "in-process query", base + "/query", lua_script("base-query", DB_BASE, unique=True), True),
         ("Rust wasm echo, MCP, metrics and traces on", observed.url + "/mcp", lua_script("echo-observed", ECHO_MCP),
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
+        ("Rust wasm echo, MCP, metrics on (no traces)", counted.url + "/mcp", lua_script("echo-counted", ECHO_MCP),
+         "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Outbound HTTP from a guest (wasi:http GET, new connection), MCP", hangar.url + "/mcp",
          lua_script("fetch-mcp", FETCH_MCP % base_port), "same request made by the host", base + "/fetch",
          lua_script("base-fetch", "{}"), False),
@@ -393,11 +366,11 @@ def main():
             ratios = [x["rps"] / y["rps"] for x, y in zip(a_samples, b_samples)]
             rows.append((name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios)))
             print(f"{name}: {a['rps']:.0f} req/s vs {b_name} {b['rps']:.0f} → {statistics.median(ratios):.2f}", flush=True)
-        # The observed server's spans did reach the receiver (else the ratio measures nothing).
-        wait_until(lambda: sink.exports > 0, 10, "spans at the OTLP receiver")
-        observed.stop()
-        unobserved.stop()
-        sink.stop()
+        # The observed server's spans did reach the collector (else the ratio measures nothing).
+        wait_until(lambda: int(urllib.request.urlopen(base + "/v1/traces").read()) > 0, 10,
+                   "spans at the OTLP route")
+        for server in (observed, counted, unobserved):
+            server.stop()
 
         # Per-call latency of the Python tool on one connection (no queueing).
         py_latency = {
@@ -460,6 +433,7 @@ def search_host_time():
 GOALS = {
     "Rust wasm echo, MCP tools/call": 0.40,
     "Rust wasm echo, MCP, metrics and traces on": 0.95,
+    "Rust wasm echo, MCP, metrics on (no traces)": 0.95,
     "4-stage pipeline (api-key auth, normalize, echo, redact), MCP": 0.20,
     "DB tool, cache hit, MCP": 0.60,
     "DB tool, cache miss (unique ids), MCP": 0.70,

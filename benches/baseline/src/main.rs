@@ -60,6 +60,21 @@ async fn hello() -> &'static str {
     "hello from upstream"
 }
 
+/// OTLP/HTTP exports received (`POST /v1/traces`), each thrown away: the
+/// traced Hangar's collector, costing the machine as little as one can.
+static EXPORTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+async fn otlp_traces(_body: Bytes) -> impl IntoResponse {
+    EXPORTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ([(CONTENT_TYPE, "application/x-protobuf")], "")
+}
+
+async fn otlp_exports() -> String {
+    EXPORTS
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .to_string()
+}
+
 /// The outbound request of the `fetch` scenario, made by the host itself.
 async fn fetch(State(upstream): State<Arc<String>>) -> impl IntoResponse {
     let tcp = tokio::net::TcpStream::connect(upstream.as_str())
@@ -101,6 +116,7 @@ async fn main() {
     let mut app = Router::new()
         .route("/echo", post(echo))
         .route("/hello", get(hello))
+        .route("/v1/traces", post(otlp_traces).get(otlp_exports))
         .merge(
             Router::new()
                 .route("/fetch", post(fetch))
