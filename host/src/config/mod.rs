@@ -16,11 +16,13 @@ mod offered;
 #[cfg(test)]
 mod properties;
 mod rate;
+mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
+pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -58,6 +60,9 @@ pub struct Config {
     /// Where plugins' key-value state lives (`hangar:plugin/kv`).
     #[serde(default)]
     pub kv: crate::wasm::kv::KvConfig,
+    /// MCP servers whose tools join the catalog, by name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -142,6 +147,8 @@ pub struct ServerConfig {
     /// An MCP session unused for this long is forgotten (its id then gets 404).
     #[serde(with = "humantime_serde")]
     pub session_timeout: Duration,
+    /// Tool-definition pinning per MCP session (see `Pinning`).
+    pub pinning: Pinning,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -181,6 +188,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             max_sessions: 10_000,
             session_timeout: Duration::from_secs(3600),
+            pinning: Pinning::default(),
         }
     }
 }
