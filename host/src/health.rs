@@ -59,12 +59,14 @@ impl Health {
     /// `principal`. `status` is the whole server's: `degraded` when anything
     /// failed to load, even what this caller may not see.
     pub fn report(&self, principal: Option<&Principal>) -> Value {
-        let status = if self.problems.is_empty() {
+        let catalog = self.pipeline.catalog();
+        let upstreams = upstream_states(catalog);
+        let open = upstreams.values().any(|u| u["breaker"] == "open");
+        let status = if self.problems.is_empty() && !open {
             "ok"
         } else {
             "degraded"
         };
-        let catalog = self.pipeline.catalog();
         let hidden: Vec<&str> = self
             .restricted
             .iter()
@@ -89,8 +91,30 @@ impl Health {
         if !caches.is_empty() {
             body["result_cache"] = Value::Object(caches);
         }
+        if !upstreams.is_empty() {
+            body["upstreams"] = Value::Object(upstreams);
+        }
         body
     }
+}
+
+/// Each upstream MCP server's breaker: `open` (failing fast, or trying
+/// again after its cool-down) makes the server degraded.
+fn upstream_states(catalog: &crate::catalog::Catalog) -> Map<String, Value> {
+    use crate::upstream::BreakerState;
+    catalog
+        .upstreams()
+        .iter()
+        .map(|u| {
+            let (state, failures) = u.breaker_state();
+            let breaker = match state {
+                BreakerState::Open => "open",
+                BreakerState::Closed => "closed",
+            };
+            let state = json!({ "breaker": breaker, "failures": failures });
+            (u.name.clone(), state)
+        })
+        .collect()
 }
 
 /// Whether a problem's path or message mentions any of `names`. Leaving out

@@ -149,6 +149,12 @@ fn outcome_body(
 
 /// The one place a `CallError` becomes a JSON-RPC error.
 pub(super) fn call_error(e: &CallError, trace_id: &str) -> RpcError {
+    // An upstream MCP server's own error goes on unchanged.
+    if let Some(upstream) = &e.upstream_error
+        && let Ok(error) = serde_json::from_value::<RpcError>(upstream.clone())
+    {
+        return error;
+    }
     let code = match e.kind {
         ErrorKind::NotFound => jsonrpc::METHOD_NOT_FOUND,
         _ => jsonrpc::SERVER_ERROR,

@@ -14,6 +14,8 @@ pub enum Stage {
     Env,
     Connector,
     Handler,
+    /// An upstream MCP server's call (unreachable, timed out, breaker open).
+    Upstream,
     OutputMap,
 }
 
@@ -29,6 +31,7 @@ impl Stage {
             Stage::Env => "env",
             Stage::Connector => "connector",
             Stage::Handler => "handler",
+            Stage::Upstream => "upstream",
             Stage::OutputMap => "output_map",
         }
     }
@@ -76,6 +79,9 @@ pub struct CallError {
     pub message: String,
     /// When the caller may try again (rate limits).
     pub retry_after: Option<std::time::Duration>,
+    /// An upstream MCP server's JSON-RPC error object, which the MCP
+    /// surface passes on unchanged.
+    pub upstream_error: Option<serde_json::Value>,
 }
 
 impl CallError {
@@ -85,6 +91,7 @@ impl CallError {
             kind,
             message: message.into(),
             retry_after: None,
+            upstream_error: None,
         }
     }
 

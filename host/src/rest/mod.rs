@@ -60,7 +60,8 @@ async fn openapi_json(
 ) -> Response {
     let cx = context(&rest, "GET", "/openapi.json", &headers, client);
     let principal = rest.pipeline.listing_principal(&cx).await;
-    let tools = rest.pipeline.listed(principal.as_ref());
+    let listed = rest.pipeline.listed(principal.as_ref());
+    let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
 }
 
@@ -108,10 +109,9 @@ async fn list(
         .pipeline
         .listing_principal(&context(&rest, "GET", "/tools", &headers, client))
         .await;
-    let tools: Vec<Summary> = rest
-        .pipeline
-        .listed(principal.as_ref())
-        .into_iter()
+    let listed = rest.pipeline.listed(principal.as_ref());
+    let tools: Vec<Summary> = listed
+        .iter()
         .map(|d| Summary {
             name: &d.name,
             description: &d.description,

@@ -1,0 +1,266 @@
+"""Upstream MCP servers as a backend: a real FastMCP server (the official Python
+SDK, tests/clients/upstream_server.py) behind Hangar, through the same pipeline
+(auth, mappers, validation), with its sessions, breaker and definition pinning."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import free_port, session, wait_for
+
+SERVER_SCRIPT = Path(__file__).parent / "clients" / "upstream_server.py"
+API_KEY = "upstream-test-key"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+class Upstream:
+    """One FastMCP process on a fixed port; it can be killed and started again."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            assert self.proc.poll() is None, "the upstream server exited"
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1)
+                return True
+            except httpx.TransportError:
+                return False
+
+        wait_for(up, 30, "the upstream MCP server")
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def upstreams():
+    started = []
+
+    def start(port=None):
+        u = Upstream(port).start()
+        started.append(u)
+        return u
+
+    yield start
+    for u in started:
+        u.stop()
+
+
+def config(upstream, extra="", pinning="warn", breaker=""):
+    return f"""
+pinning = "{pinning}"
+catalog = "both"
+
+[plugins.api-key]
+config = {{ keys = "alice={{{{ env.UPSTREAM_TEST_KEY }}}}" }}
+
+[upstreams.up]
+url = "{upstream.url}"
+prefix = "up."
+headers = {{ x-upstream-token = "{{{{ env.UPSTREAM_TEST_KEY }}}}" }}
+timeout = "5s"
+tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "mutable", "set_description", "whoami"]
+{breaker}
+
+[[tools]]
+name = "up.add"
+auth = {{ plugin = "api-key", policy = {{ header = "x-api-key" }} }}
+
+[[tools]]
+name = "up.echo"
+mappers = {{ input = "normalize", output = "redact" }}
+{extra}
+"""
+
+
+PLUGINS = ["api-key", "normalize", "redact"]
+ENV = {"UPSTREAM_TEST_KEY": API_KEY}
+
+
+@pytest.fixture(scope="module")
+def shared(start_server):
+    u = Upstream().start()
+    s = start_server(plugins=PLUGINS, config=config(u), env=ENV)
+    yield u, s
+    u.stop()
+
+
+def text(r):
+    assert "result" in r, r
+    return r["result"]["content"][0]["text"]
+
+
+def listed(c):
+    r = c.request("tools/list")
+    return {t["name"]: t for t in r["result"]["tools"]}
+
+
+def test_tools_are_listed_with_the_prefix_schemas_and_annotations(shared):
+    _, s = shared
+    tools = listed(session(s))
+    assert {"up.add", "up.echo", "up.fail", "up.progress", "up.mutable"} <= set(tools)
+    assert "add" not in tools
+    add = tools["up.add"]
+    assert add["description"] == "Adds two integers."
+    assert add["inputSchema"]["properties"]["a"]["type"] == "integer"
+    assert add["annotations"]["readOnlyHint"] is True
+
+
+def test_meta_tools_search_upstream_tools(shared):
+    _, s = shared
+    c = session(s)
+    found = text(c.call("search_tools", {"query": "adds two integers"}))
+    assert "up.add" in found
+
+
+def test_a_call_goes_through_auth(shared):
+    _, s = shared
+    c = session(s)
+    refused = c.call("up.add", {"a": 2, "b": 3})
+    assert refused["error"]["data"]["stage"] == "auth"
+    ok = c.call("up.add", {"a": 2, "b": 3}, headers={"x-api-key": API_KEY})
+    assert text(ok) == "5"
+    assert ok["result"]["structuredContent"] == {"result": 5}
+
+
+def test_a_call_goes_through_the_mappers(shared):
+    _, s = shared
+    r = session(s).call("up.echo", {"text": "  mail bob@example.org  "})
+    # normalize trimmed the argument on the way in; redact masked the answer.
+    assert text(r) == "[mail [redacted]]"
+
+
+def test_arguments_are_validated_against_the_upstream_schema(shared):
+    _, s = shared
+    r = session(s).call("up.add", {"a": "two", "b": 3}, headers={"x-api-key": API_KEY})
+    assert r["error"]["data"]["stage"] == "validate"
+
+
+def test_is_error_results_pass_through_unchanged(shared):
+    _, s = shared
+    r = session(s).call("up.fail", {"reason": "no"})
+    assert r["result"] == {"content": [{"type": "text", "text": "Error executing tool fail: refused: no"}],
+                           "isError": True}
+
+
+def test_json_rpc_errors_pass_through_unchanged(shared):
+    _, s = shared
+    r = session(s).call("up.needs_auth", {})
+    assert r["error"]["code"] == -32042
+    assert r["error"]["message"] == "URL elicitation required"
+    assert r["error"]["data"]["elicitations"][0]["url"] == "https://example.test/login"
+
+
+def test_progress_and_logs_are_relayed(shared):
+    _, s = shared
+    c = session(s)
+    assert c.request("logging/setLevel", {"level": "info"})["result"] == {}
+    r = c.request("tools/call", {"name": "up.progress", "arguments": {"steps": 3},
+                                 "_meta": {"progressToken": "tok-7"}})
+    assert text(r) == "done 3"
+    progress = [e["params"] for e in r["_events"] if e["method"] == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == \
+        [("tok-7", 1, 3), ("tok-7", 2, 3), ("tok-7", 3, 3)]
+    logs = [e["params"]["data"] for e in r["_events"] if e["method"] == "notifications/message"]
+    assert logs == ["did step 1", "did step 2", "did step 3"]
+
+
+def test_the_trace_id_and_one_session_per_client_session_go_upstream(shared):
+    _, s = shared
+    a, b = session(s), session(s)
+    seen_a = text(a.call("up.whoami", {}, headers={"traceparent": TRACEPARENT}))
+    assert "4bf92f3577b34da6a3ce929d0e0e4736" in seen_a
+    assert "00f067aa0ba902b7" not in seen_a  # a new span id, same trace
+    again_a = text(a.call("up.whoami", {}))
+    seen_b = text(b.call("up.whoami", {}))
+    sid = lambda t: t.split('"session": "')[1].split('"')[0]
+    assert sid(seen_a) == sid(again_a)
+    assert sid(seen_a) != sid(seen_b)
+
+
+def test_rest_calls_reach_the_upstream(shared):
+    _, s = shared
+    r = httpx.post(s.url + "/tools/up.add/call", json={"a": 40, "b": 2}, headers={"x-api-key": API_KEY})
+    assert r.status_code == 200, r.text
+    assert r.json()["content"][0]["text"] == "42"
+
+
+def test_cancelling_a_call_forwards_the_cancel(shared):
+    _, s = shared
+    c = session(s)
+    import threading
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", c.call("up.slow", {"seconds": 5}, id=77)))
+    t.start()
+    time.sleep(0.5)
+    c.notify("notifications/cancelled", {"requestId": 77, "reason": "test"})
+    t.join(15)
+    assert not t.is_alive()
+    assert "result" not in out["r"]  # a cancelled request gets no answer
+    # The session still works afterwards.
+    assert text(c.call("up.echo", {"text": "after"})) == "[after]"
+
+
+def test_an_expired_upstream_session_is_opened_again(start_server, upstreams):
+    u = upstreams()
+    s = start_server(plugins=PLUGINS, config=config(u), env=ENV)
+    c = session(s)
+    first = text(c.call("up.whoami", {}))
+    # The upstream restarts on the same port: it no longer knows the session.
+    u.stop()
+    upstreams(u.port)
+    second = text(c.call("up.whoami", {}))
+    sid = lambda t: t.split('"session": "')[1].split('"')[0]
+    assert sid(first) != sid(second)
+    assert "session expired" in s.log_text()
+
+
+def test_a_dead_upstream_is_an_upstream_error_and_opens_the_breaker(start_server, upstreams):
+    u = upstreams()
+    breaker = 'breaker_failures = 2\nbreaker_cooldown = "5m"'
+    s = start_server(plugins=PLUGINS, config=config(u, breaker=breaker), env=ENV)
+    c = session(s)
+    assert text(c.call("up.echo", {"text": "x"})) == "[x]"
+    assert httpx.get(s.url + "/healthz").json()["status"] == "ok"
+    u.stop()
+    for _ in range(2):
+        r = c.call("up.echo", {"text": "x"})
+        assert r["error"]["code"] == -32000
+        assert r["error"]["data"]["stage"] == "upstream"
+        assert r["error"]["message"].startswith("upstream: upstream up: unreachable")
+        assert "127.0.0.1" not in r["error"]["message"] and API_KEY not in r["error"]["message"]
+    health = httpx.get(s.url + "/healthz").json()
+    assert health["status"] == "degraded"
+    assert health["upstreams"]["up"] == {"breaker": "open", "failures": 2}
+    # Open: calls fail fast without trying the upstream; its tools stay listed.
+    r = c.call("up.echo", {"text": "x"})
+    assert r["error"]["data"]["stage"] == "upstream"
+    assert "circuit open" in r["error"]["message"]
+    assert "up.echo" in listed(c)
+
+
+def test_hangar_check_names_an_unreachable_upstream(tmp_path):
+    from conftest import run_hangar
+    (tmp_path / "plugins").mkdir()
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n'
+                   f'[upstreams.gone]\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
+                   '[upstreams.bad]\nurl = "http://h/{{ env.HANGAR_TEST_NOT_SET }}"\n')
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(tmp_path / "plugins"))
+    assert out.returncode == 1, out.stdout
+    assert "upstreams.gone" in out.stdout and "unreachable" in out.stdout
+    assert "upstreams.bad" in out.stdout and "HANGAR_TEST_NOT_SET" in out.stdout
