@@ -73,7 +73,7 @@ url = "{upstream.url}"
 prefix = "up."
 headers = {{ x-upstream-token = "{{{{ env.UPSTREAM_TEST_KEY }}}}" }}
 timeout = "5s"
-tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "mutable", "set_description", "whoami"]
+tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "cancelled", "mutable", "set_description", "whoami"]
 {breaker}
 
 [[tools]]
@@ -211,6 +211,9 @@ def test_cancelling_a_call_forwards_the_cancel(shared):
     t.join(15)
     assert not t.is_alive()
     assert "result" not in out["r"]  # a cancelled request gets no answer
+    # The upstream heard the cancel: its sleep was interrupted.
+    gone = wait_for(lambda: (t := text(c.call("up.cancelled", {}))) != "[]" and t, 10, "the cancel upstream")
+    assert "5" in gone
     # The session still works afterwards.
     assert text(c.call("up.echo", {"text": "after"})) == "[after]"
 

@@ -2,7 +2,7 @@
 FastMCP (mcp<2) over Streamable HTTP, on the port given as argv[1].
 
 Tools: add, echo, fail (an isError result), needs_auth (a JSON-RPC error the SDK
-raises), progress (reports progress and logs), slow (sleeps), mutable (its
+raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with)."""
@@ -52,11 +52,24 @@ async def progress(steps: int, ctx: Context) -> str:
     return f"done {steps}"
 
 
+CANCELLED = []
+
+
 @mcp.tool()
 async def slow(seconds: float) -> str:
-    """Sleeps, then answers."""
-    await asyncio.sleep(seconds)
+    """Sleeps, then answers (a cancelled sleep is remembered)."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        CANCELLED.append(seconds)
+        raise
     return "woke up"
+
+
+@mcp.tool()
+def cancelled() -> list[float]:
+    """The sleeps of `slow` that were cancelled."""
+    return CANCELLED
 
 
 @mcp.tool()

@@ -77,7 +77,8 @@ pub struct Client {
     timeout: Duration,
 }
 
-/// Called with each notification that comes before the answer.
+/// Called with each notification (or request from the server) that comes
+/// before the answer.
 pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
 
 impl Client {
@@ -156,6 +157,22 @@ impl Client {
         params: Value,
     ) -> Result<(), WireError> {
         let body = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.exchange(session, &body, None, None, &mut |_| {})
+            .await
+            .map(drop)
+    }
+
+    /// Answers a request the server sent us (`result` or JSON-RPC `error`).
+    pub async fn respond(
+        &self,
+        session: &Handshake,
+        id: Value,
+        answer: Result<Value, Value>,
+    ) -> Result<(), WireError> {
+        let body = match answer {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+        };
         self.exchange(session, &body, None, None, &mut |_| {})
             .await
             .map(drop)
@@ -294,7 +311,8 @@ impl Client {
                 if let Some(reply) = answer_to(&message, id) {
                     return Ok((Some(reply), session_id));
                 }
-                if message.get("id").is_none() && message.get("method").is_some() {
+                // Notifications, and requests the server puts to us.
+                if message.get("method").is_some() {
                     on_note(&message);
                 }
             }

@@ -27,6 +27,9 @@ use crate::pipeline::{CallContext, CallError, ErrorKind, LogLevel, Stage, ToolRe
 /// used is closed.
 const MAX_SESSIONS: usize = 1024;
 
+/// An upstream session unused this long is closed when another is opened.
+const IDLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// The session key of the catalog's own listings.
 const CATALOG_KEY: &str = "hangar:catalog";
 
@@ -179,7 +182,7 @@ impl Upstream {
                     "_meta": { "progressToken": id },
                 });
                 async move {
-                    let mut on_note = |note: &Value| self.relay(note, &sink);
+                    let mut on_note = |note: &Value| self.relay(note, &sink, &client, &hs);
                     let call =
                         client.request(&hs, id, "tools/call", params, tp.as_deref(), &mut on_note);
                     tokio::select! {
@@ -213,8 +216,25 @@ impl Upstream {
         }
     }
 
-    /// Relays one notification the upstream sent during a call.
-    fn relay(&self, note: &Value, sink: &crate::pipeline::EventSink) {
+    /// Relays one notification the upstream sent during a call, and answers
+    /// its requests: `ping`, and an error for the rest (Hangar declares no
+    /// client capabilities upstream, so a conforming server asks nothing else).
+    fn relay(
+        &self,
+        note: &Value,
+        sink: &crate::pipeline::EventSink,
+        client: &Client,
+        hs: &Handshake,
+    ) {
+        if let Some(id) = note.get("id").filter(|id| !id.is_null()) {
+            let answer = match note.get("method").and_then(Value::as_str) {
+                Some("ping") => Ok(json!({})),
+                _ => Err(json!({ "code": -32601, "message": "Method not found" })),
+            };
+            let (client, hs, id) = (client.clone(), hs.clone(), id.clone());
+            tokio::spawn(async move { client.respond(&hs, id, answer).await });
+            return;
+        }
         let params = note.get("params").cloned().unwrap_or(Value::Null);
         match note.get("method").and_then(Value::as_str) {
             Some("notifications/progress") => {
@@ -315,21 +335,40 @@ impl Upstream {
         Err(self.error(ErrorKind::Failed, "session expired twice"))
     }
 
-    /// The slot for `key`, made on first use; the least recently used goes
-    /// when there are too many.
+    /// The slot for `key`, made on first use. Making one also closes the
+    /// sessions idle longer than [`IDLE_SESSION`] (their client session is
+    /// most likely gone), and the least recently used past [`MAX_SESSIONS`].
     fn slot(&self, key: &str) -> Arc<Slot> {
         let mut sessions = self.sessions.lock().expect("sessions lock");
         let slot = match sessions.get(key) {
             Some(slot) => slot.clone(),
             None => {
-                if sessions.len() >= MAX_SESSIONS
+                let now = Instant::now();
+                let idle = |s: &Slot| {
+                    s.used
+                        .lock()
+                        .expect("used lock")
+                        .is_none_or(|t| now.duration_since(t) > IDLE_SESSION)
+                };
+                let mut gone: Vec<String> = sessions
+                    .iter()
+                    .filter(|(k, s)| k.as_str() != CATALOG_KEY && idle(s))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                if gone.is_empty()
+                    && sessions.len() >= MAX_SESSIONS
                     && let Some(oldest) = sessions
                         .iter()
                         .filter(|(k, _)| k.as_str() != CATALOG_KEY)
                         .min_by_key(|(_, s)| *s.used.lock().expect("used lock"))
                         .map(|(k, _)| k.clone())
-                    && let Some(evicted) = sessions.remove(&oldest)
                 {
+                    gone.push(oldest);
+                }
+                for key in gone {
+                    let Some(evicted) = sessions.remove(&key) else {
+                        continue;
+                    };
                     let client = self.client.clone();
                     tokio::spawn(async move {
                         if let Some(hs) = evicted.handshake.lock().await.take() {
