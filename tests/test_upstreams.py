@@ -197,6 +197,10 @@ def test_rest_calls_reach_the_upstream(shared):
     r = httpx.post(s.url + "/tools/up.add/call", json={"a": 40, "b": 2}, headers={"x-api-key": API_KEY})
     assert r.status_code == 200, r.text
     assert r.json()["content"][0]["text"] == "42"
+    failed = httpx.post(s.url + "/tools/up.needs_auth/call", json={})
+    assert failed.status_code == 500
+    assert failed.json()["content"][0]["text"] == \
+        "upstream: up: answered error -32042: URL elicitation required"
 
 
 def test_cancelling_a_call_forwards_the_cancel(shared):
@@ -244,7 +248,7 @@ def test_a_dead_upstream_is_an_upstream_error_and_opens_the_breaker(start_server
         r = c.call("up.echo", {"text": "x"})
         assert r["error"]["code"] == -32000
         assert r["error"]["data"]["stage"] == "upstream"
-        assert r["error"]["message"].startswith("upstream: upstream up: unreachable")
+        assert r["error"]["message"].startswith("upstream: up: unreachable")
         assert "127.0.0.1" not in r["error"]["message"] and API_KEY not in r["error"]["message"]
     health = httpx.get(s.url + "/healthz").json()
     assert health["status"] == "degraded"

@@ -97,9 +97,9 @@ impl Upstream {
                 client.list_tools(&hs, id, &mut |_| {}).await
             })
             .await
-            .map_err(|e| e.message)?;
+            .map_err(|e| e.to_string())?;
         let listed =
-            listed.map_err(|e| format!("upstream {}: tools/list failed: {e}", self.name))?;
+            listed.map_err(|e| format!("upstream: {}: tools/list failed: {e}", self.name))?;
         let mut tools = Vec::new();
         for raw in listed {
             let Some(remote) = raw.get("name").and_then(Value::as_str) else {
@@ -209,10 +209,16 @@ impl Upstream {
                     &format!("answered no CallToolResult: {e}"),
                 )
             }),
-            Reply::Error(error) => Err(CallError {
-                upstream_error: Some(error),
-                ..self.error(ErrorKind::Failed, "answered an error")
-            }),
+            Reply::Error(error) => {
+                // The MCP surface passes the object on; others show its message.
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let what = format!("answered error {code}: {message}");
+                Err(CallError {
+                    upstream_error: Some(error),
+                    ..self.error(ErrorKind::Failed, &what)
+                })
+            }
         }
     }
 
@@ -385,13 +391,10 @@ impl Upstream {
         slot
     }
 
-    /// An error at stage `upstream` naming this upstream (never its URL).
+    /// An error at stage `upstream` naming this upstream (never its URL):
+    /// shown as `upstream: NAME: what`.
     fn error(&self, kind: ErrorKind, what: &str) -> CallError {
-        CallError::new(
-            Stage::Upstream,
-            kind,
-            format!("upstream {}: {what}", self.name),
-        )
+        CallError::new(Stage::Upstream, kind, format!("{}: {what}", self.name))
     }
 }
 
