@@ -309,3 +309,48 @@ def test_a_changed_definition_is_refused_under_block(start_server, upstreams):
     fresh = session(s)
     listed(fresh)
     assert text(fresh.call("up.mutable", {})) == "mutable ran"
+
+
+# --- a second upstream nobody here wrote: the TypeScript SDK's example server -------------
+
+NODE_MODULES = Path(__file__).parent / "node_modules"
+TS_EXAMPLE = NODE_MODULES / "@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js"
+
+
+@pytest.fixture
+def ts_upstream():
+    if not TS_EXAMPLE.exists():
+        pytest.skip("the TypeScript SDK is not installed (npm ci in tests/)")
+    port = free_port()
+    node = NODE_MODULES / ".bin" / "node"
+    proc = subprocess.Popen([str(node), str(TS_EXAMPLE)], env={**__import__("os").environ, "MCP_PORT": str(port)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        assert proc.poll() is None, "the TypeScript example server exited"
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return True
+        except httpx.TransportError:
+            return False
+
+    wait_for(up, 30, "the TypeScript example server")
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.kill()
+    proc.wait(10)
+
+
+def test_the_typescript_sdk_example_server_as_an_upstream(start_server, ts_upstream):
+    s = start_server(plugins=[], config=f'[upstreams.ts]\nurl = "{ts_upstream}"\n')
+    c = session(s)
+    tools = listed(c)
+    greet = tools["ts.greet"]
+    assert greet["title"] == "Greeting Tool"
+    assert greet["inputSchema"]["required"] == ["name"]
+    assert tools["ts.multi-greet"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert text(c.call("ts.greet", {"name": "Ana"})) == "Hello, Ana!"
+    assert c.call("ts.greet", {})["error"]["data"]["stage"] == "validate"
+    # It asks its client for input in the middle of the call: Hangar answers that it cannot,
+    # and the tool's own answer comes back (the call does not hang).
+    r = c.call("ts.collect-user-info", {"infoType": "contact"})
+    assert "Method not found" in text(r)
