@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, session, wait_for
+from conftest import ask_and_answer, free_port, session, wait_for
 
 SERVER_SCRIPT = Path(__file__).parent / "clients" / "upstream_server.py"
 API_KEY = "upstream-test-key"
@@ -73,7 +73,7 @@ url = "{upstream.url}"
 prefix = "up."
 headers = {{ x-upstream-token = "{{{{ env.UPSTREAM_TEST_KEY }}}}" }}
 timeout = "5s"
-tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "cancelled", "mutable", "set_description", "whoami"]
+tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "cancelled", "mutable", "set_description", "whoami", "ask_name"]
 {breaker}
 
 [[tools]]
@@ -190,6 +190,20 @@ def test_the_trace_id_and_one_session_per_client_session_go_upstream(shared):
     sid = lambda t: t.split('"session": "')[1].split('"')[0]
     assert sid(seen_a) == sid(again_a)
     assert sid(seen_a) != sid(seen_b)
+
+
+def test_an_upstream_question_reaches_the_client_and_its_answer_comes_back(shared):
+    _, s = shared
+    c = session(s, capabilities={"elicitation": {}})
+    asked, final = ask_and_answer(s, c, "up.ask_name", {}, lambda m: {
+        "jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {"name": "Ana"}}})
+    assert asked["method"] == "elicitation/create"
+    assert asked["params"]["message"] == "Who are you?"
+    assert final["result"]["content"][0]["text"] == "hello Ana"
+    # A client that cannot be asked: the upstream hears why, and its tool answers.
+    r = session(s).call("up.ask_name", {})
+    assert r["result"]["isError"] is True
+    assert text(r) == "Error executing tool ask_name: the client did not declare the elicitation capability"
 
 
 def test_rest_calls_reach_the_upstream(shared):
@@ -350,7 +364,14 @@ def test_the_typescript_sdk_example_server_as_an_upstream(start_server, ts_upstr
     assert tools["ts.multi-greet"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
     assert text(c.call("ts.greet", {"name": "Ana"})) == "Hello, Ana!"
     assert c.call("ts.greet", {})["error"]["data"]["stage"] == "validate"
-    # It asks its client for input in the middle of the call: Hangar answers that it cannot,
-    # and the tool's own answer comes back (the call does not hang).
+    # It asks its client for input in the middle of the call: a client that cannot be
+    # asked gets the tool's own answer (the call does not hang) ...
     r = c.call("ts.collect-user-info", {"infoType": "contact"})
-    assert "Method not found" in text(r)
+    assert "the client did not declare the elicitation capability" in text(r)
+    # ... and one that can is asked, and its answer reaches the tool.
+    asker = session(s, capabilities={"elicitation": {}})
+    contact = {"name": "Ana Lima", "email": "ana@example.test", "phone": "555-0100"}
+    asked, final = ask_and_answer(s, asker, "ts.collect-user-info", {"infoType": "contact"}, lambda m: {
+        "jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": contact}})
+    assert asked["method"] == "elicitation/create"
+    assert "Ana Lima" in final["result"]["content"][0]["text"], final

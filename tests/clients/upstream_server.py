@@ -5,10 +5,12 @@ Tools: add, echo, fail (an isError result), needs_auth (a JSON-RPC error the SDK
 raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
-traceparent and session id it was called with)."""
+traceparent and session id it was called with), ask_name (elicits a name)."""
 
 import asyncio
 import sys
+
+from pydantic import BaseModel
 
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
@@ -86,6 +88,19 @@ async def set_description(text: str, ctx: Context) -> str:
         types.ServerNotification(types.ToolListChangedNotification()),
         related_request_id=ctx.request_id)
     return "changed"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@mcp.tool()
+async def ask_name(ctx: Context) -> str:
+    """Asks its client for a name (elicitation), in the middle of the call."""
+    result = await ctx.elicit(message="Who are you?", schema=Name)
+    if result.action == "accept":
+        return f"hello {result.data.name}"
+    return f"no name ({result.action})"
 
 
 @mcp.tool()

@@ -96,15 +96,20 @@ impl Client {
         }
     }
 
-    /// Opens a session.
-    pub async fn initialize(&self, traceparent: Option<&str>) -> Result<Handshake, WireError> {
+    /// Opens a session, declaring `capabilities` (what the client behind
+    /// it can be asked).
+    pub async fn initialize(
+        &self,
+        capabilities: Value,
+        traceparent: Option<&str>,
+    ) -> Result<Handshake, WireError> {
         let fresh = Handshake {
             session_id: None,
             protocol_version: PROTOCOL_VERSION.to_string(),
         };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
         });
         let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });

@@ -21,7 +21,9 @@ use client::{Client, Handshake, Reply, WireError};
 
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::ResolvedUpstream;
-use crate::pipeline::{CallContext, CallError, ErrorKind, LogLevel, Stage, ToolResult};
+use crate::pipeline::{
+    AskError, AskKind, Askable, CallContext, CallError, ErrorKind, LogLevel, Stage, ToolResult,
+};
 
 /// Upstream sessions kept at once per upstream; past it the least recently
 /// used is closed.
@@ -93,7 +95,7 @@ impl Upstream {
     /// swap on reload can call it too. Returns how many tools it lists.
     pub async fn refresh(&self) -> Result<usize, String> {
         let listed = self
-            .with_session(CATALOG_KEY, None, |client, hs, id| async move {
+            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
                 client.list_tools(&hs, id, &mut |_| {}).await
             })
             .await
@@ -172,7 +174,7 @@ impl Upstream {
         let traceparent = traceparent(cx);
         let sink = cx.events.clone();
         let reply = self
-            .with_session(&key, traceparent.as_deref(), |client, hs, id| {
+            .with_session(&key, traceparent.as_deref(), capabilities(cx), |client, hs, id| {
                 let sink = sink.clone();
                 let tp = traceparent.clone();
                 let arguments = if args.is_null() { json!({}) } else { args.clone() };
@@ -223,8 +225,8 @@ impl Upstream {
     }
 
     /// Relays one notification the upstream sent during a call, and answers
-    /// its requests: `ping`, and an error for the rest (Hangar declares no
-    /// client capabilities upstream, so a conforming server asks nothing else).
+    /// its requests: elicitation and sampling are put to the call's own
+    /// client (when it can be asked), `ping` is answered, the rest refused.
     fn relay(
         &self,
         note: &Value,
@@ -233,12 +235,28 @@ impl Upstream {
         hs: &Handshake,
     ) {
         if let Some(id) = note.get("id").filter(|id| !id.is_null()) {
-            let answer = match note.get("method").and_then(Value::as_str) {
-                Some("ping") => Ok(json!({})),
-                _ => Err(json!({ "code": -32601, "message": "Method not found" })),
+            let kind = match note.get("method").and_then(Value::as_str) {
+                Some("elicitation/create") => Some(AskKind::Elicit),
+                Some("sampling/createMessage") => Some(AskKind::Sample),
+                _ => None,
             };
-            let (client, hs, id) = (client.clone(), hs.clone(), id.clone());
-            tokio::spawn(async move { client.respond(&hs, id, answer).await });
+            let ping = note.get("method").and_then(Value::as_str) == Some("ping");
+            let params = note.get("params").cloned().unwrap_or(json!({}));
+            let until = Instant::now() + self.config.timeout;
+            let (client, hs, id, sink) = (client.clone(), hs.clone(), id.clone(), sink.clone());
+            tokio::spawn(async move {
+                let answer = match kind {
+                    // The question goes to this call's client; its answer comes back.
+                    Some(kind) => sink.ask(kind, params, until).await.map_err(|e| match e {
+                        AskError::Unsupported(m) => json!({ "code": -32601, "message": m }),
+                        AskError::Failed(m) => json!({ "code": -32603, "message": m }),
+                        AskError::Timeout => json!({ "code": -32001, "message": "timed out" }),
+                    }),
+                    None if ping => Ok(json!({})),
+                    None => Err(json!({ "code": -32601, "message": "Method not found" })),
+                };
+                client.respond(&hs, id, answer).await
+            });
             return;
         }
         let params = note.get("params").cloned().unwrap_or(Value::Null);
@@ -280,6 +298,7 @@ impl Upstream {
         &self,
         key: &str,
         traceparent: Option<&str>,
+        capabilities: Value,
         op: F,
     ) -> Result<T, CallError>
     where
@@ -303,7 +322,10 @@ impl Upstream {
                     match &*guard {
                         Some(hs) => hs.clone(),
                         None => {
-                            let hs = self.client.initialize(traceparent).await?;
+                            let hs = self
+                                .client
+                                .initialize(capabilities.clone(), traceparent)
+                                .await?;
                             *guard = Some(hs.clone());
                             hs
                         }
@@ -405,6 +427,27 @@ fn session_key(cx: &CallContext) -> String {
         (Some(id), _) => format!("session:{id}"),
         (None, Some(p)) => format!("principal:{}", p.subject),
         (None, None) => "anonymous".to_string(),
+    }
+}
+
+/// The client capabilities an upstream session declares: the questions the
+/// call that opens it can put to its own client (relayed, see `relay`).
+fn capabilities(cx: &CallContext) -> Value {
+    match cx.events.askable() {
+        Askable::Yes {
+            elicitation,
+            sampling,
+        } => {
+            let mut caps = json!({});
+            if elicitation {
+                caps["elicitation"] = json!({});
+            }
+            if sampling {
+                caps["sampling"] = json!({});
+            }
+            caps
+        }
+        Askable::No(_) => json!({}),
     }
 }
 
