@@ -60,7 +60,7 @@ def upstreams():
         u.stop()
 
 
-def config(upstream, extra="", pinning="warn", breaker=""):
+def config(upstream, extra="", pinning="warn", breaker="", timeout="5s"):
     return f"""
 pinning = "{pinning}"
 catalog = "both"
@@ -72,7 +72,7 @@ config = {{ keys = "alice={{{{ env.UPSTREAM_TEST_KEY }}}}" }}
 url = "{upstream.url}"
 prefix = "up."
 headers = {{ x-upstream-token = "{{{{ env.UPSTREAM_TEST_KEY }}}}" }}
-timeout = "5s"
+timeout = "{timeout}"
 tools = ["add", "echo", "fail", "needs_auth", "progress", "slow", "cancelled", "mutable", "set_description", "whoami", "ask_name"]
 {breaker}
 
@@ -83,8 +83,17 @@ auth = {{ plugin = "api-key", policy = {{ header = "x-api-key" }} }}
 [[tools]]
 name = "up.echo"
 mappers = {{ input = "normalize", output = "redact" }}
+
+[[tools]]
+name = "up.whoami"
+visible_to = {{ role = ["admin"] }}
 {extra}
 """
+
+
+def open_config(upstream, **kw):
+    """The config with `up.whoami` shown to everyone."""
+    return config(upstream, **kw).replace('visible_to = { role = ["admin"] }', "")
 
 
 PLUGINS = ["api-key", "normalize", "redact"]
@@ -179,8 +188,29 @@ def test_progress_and_logs_are_relayed(shared):
     assert logs == ["did step 1", "did step 2", "did step 3"]
 
 
-def test_the_trace_id_and_one_session_per_client_session_go_upstream(shared):
+def test_visible_to_hides_an_upstream_tool_from_callers_without_the_claim(shared):
     _, s = shared
+    c = session(s)
+    assert "up.whoami" not in listed(c)
+    r = c.call("up.whoami", {})
+    assert r["error"]["code"] == -32601 and r["error"]["message"] == "Tool not found: up.whoami"
+
+
+def test_a_timed_out_call_is_an_upstream_error_and_cancelled_upstream(start_server, upstreams):
+    u = upstreams()
+    s = start_server(plugins=PLUGINS, config=config(u, timeout="1s"), env=ENV)
+    c = session(s)
+    r = c.call("up.slow", {"seconds": 3})
+    assert r["error"]["data"]["stage"] == "upstream"
+    assert r["error"]["message"] == "upstream: up: timed out"
+    # The upstream was told to stop; the next call opens a new session and works.
+    assert "3" in wait_for(lambda: (t := text(c.call("up.cancelled", {}))) != "[]" and t, 10, "the cancel")
+    assert text(c.call("up.echo", {"text": "z"})) == "[z]"
+
+
+def test_the_trace_id_and_one_session_per_client_session_go_upstream(start_server, upstreams):
+    u = upstreams()
+    s = start_server(plugins=PLUGINS, config=open_config(u), env=ENV)
     a, b = session(s), session(s)
     seen_a = text(a.call("up.whoami", {}, headers={"traceparent": TRACEPARENT}))
     assert "4bf92f3577b34da6a3ce929d0e0e4736" in seen_a
@@ -238,7 +268,7 @@ def test_cancelling_a_call_forwards_the_cancel(shared):
 
 def test_an_expired_upstream_session_is_opened_again(start_server, upstreams):
     u = upstreams()
-    s = start_server(plugins=PLUGINS, config=config(u), env=ENV)
+    s = start_server(plugins=PLUGINS, config=open_config(u), env=ENV)
     c = session(s)
     first = text(c.call("up.whoami", {}))
     # The upstream restarts on the same port: it no longer knows the session.

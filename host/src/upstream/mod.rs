@@ -187,17 +187,24 @@ impl Upstream {
                     let mut on_note = |note: &Value| self.relay(note, &sink, &client, &hs);
                     let call =
                         client.request(&hs, id, "tools/call", params, tp.as_deref(), &mut on_note);
-                    tokio::select! {
-                        reply = call => reply,
-                        _ = cx.cancel.cancelled() => {
-                            let client = client.clone();
-                            tokio::spawn(async move {
-                                let params = json!({ "requestId": id, "reason": "cancelled by the client" });
-                                let _ = client.notify(&hs, "notifications/cancelled", params).await;
-                            });
-                            Err(WireError::Protocol("cancelled".into()))
+                    let (reply, why) = tokio::select! {
+                        reply = call => {
+                            let timed_out = reply == Err(WireError::Timeout);
+                            (reply, timed_out.then_some("timed out"))
                         }
+                        _ = cx.cancel.cancelled() => {
+                            (Err(WireError::Protocol("cancelled".into())), Some("cancelled by the client"))
+                        }
+                    };
+                    // The upstream need not finish a call nobody waits for.
+                    if let Some(why) = why {
+                        let client = client.clone();
+                        tokio::spawn(async move {
+                            let params = json!({ "requestId": id, "reason": why });
+                            let _ = client.notify(&hs, "notifications/cancelled", params).await;
+                        });
                     }
+                    reply
                 }
             })
             .await;
