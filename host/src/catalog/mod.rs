@@ -101,6 +101,8 @@ pub struct Catalog {
     offered: Offered,
     /// Upstream MCP servers whose tools are in the catalog.
     upstreams: Vec<Arc<crate::upstream::Upstream>>,
+    /// Bumped when an upstream's tool list changes.
+    upstream_changes: Arc<crate::upstream::ToolChanges>,
     /// What happens when a tool's definition changes under a live session.
     pinning: crate::config::Pinning,
 }

@@ -33,7 +33,10 @@ impl Catalog {
         for (name, cfg) in &config.upstreams {
             let path = PathBuf::from(format!("upstreams.{name}"));
             match cfg.resolve(name, &env) {
-                Ok(resolved) => upstreams.push((path, Upstream::new(resolved))),
+                Ok(resolved) => {
+                    let changes = self.upstream_changes.clone();
+                    upstreams.push((path, Upstream::new(resolved, changes)))
+                }
                 Err(error) => problems.push(LoadFailure { path, error }),
             }
         }
@@ -73,6 +76,13 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+
+    /// Counts changes to upstreams' tool lists (by `list_changed` or the
+    /// periodic refresh) while this catalog serves; a surface can watch it
+    /// to tell clients `notifications/tools/list_changed`.
+    pub fn upstream_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.upstream_changes.subscribe()
     }
 
     /// The upstream MCP servers, for `/healthz`.

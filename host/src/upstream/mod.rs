@@ -47,7 +47,13 @@ pub struct Upstream {
     next_id: AtomicU64,
     /// Wakes the refresh task (the upstream said its list changed).
     refresh_wanted: Arc<tokio::sync::Notify>,
+    changes: Arc<ToolChanges>,
 }
+
+/// Bumped each time an upstream's tool list changes after the first
+/// listing: what a surface watches to send `notifications/tools/list_changed`
+/// (wired with hot reload's catalog swap).
+pub type ToolChanges = tokio::sync::watch::Sender<u64>;
 
 /// One upstream session, opened on first use; the lock makes concurrent
 /// first calls share one `initialize`.
@@ -58,7 +64,9 @@ struct Slot {
 }
 
 impl Upstream {
-    pub fn new(config: ResolvedUpstream) -> Arc<Upstream> {
+    /// `changes` counts tool-list changes of every upstream of one catalog
+    /// (see `Catalog::upstream_changes`).
+    pub fn new(config: ResolvedUpstream, changes: Arc<ToolChanges>) -> Arc<Upstream> {
         let client = Client::new(&config.url, config.headers.clone(), config.timeout);
         Arc::new(Upstream {
             name: config.name.clone(),
@@ -69,6 +77,7 @@ impl Upstream {
             tools: RwLock::default(),
             next_id: AtomicU64::new(1),
             refresh_wanted: Arc::default(),
+            changes,
         })
     }
 
@@ -126,6 +135,7 @@ impl Upstream {
         };
         if changed {
             tracing::info!(upstream = %self.name, tools = count, "upstream tool list refreshed");
+            self.changes.send_modify(|n| *n += 1);
         }
         Ok(count)
     }
