@@ -92,13 +92,15 @@ impl Health {
     /// failed one left the catalog in service, and says why).
     pub fn report(&self, principal: Option<&Principal>) -> Value {
         let facts = self.facts.load();
-        let status = if facts.problems.is_empty() {
+        let pipeline = self.pipeline.current();
+        let catalog = pipeline.catalog();
+        let upstreams = upstream_states(catalog);
+        let open = upstreams.values().any(|u| u["breaker"] == "open");
+        let status = if facts.problems.is_empty() && !open {
             "ok"
         } else {
             "degraded"
         };
-        let pipeline = self.pipeline.current();
-        let catalog = pipeline.catalog();
         let hidden: Vec<&str> = facts
             .restricted
             .iter()
@@ -124,6 +126,9 @@ impl Health {
         if !caches.is_empty() {
             body["result_cache"] = Value::Object(caches);
         }
+        if !upstreams.is_empty() {
+            body["upstreams"] = Value::Object(upstreams);
+        }
         body
     }
 }
@@ -141,6 +146,25 @@ impl Health {
         }
         json!(report)
     }
+}
+
+/// Each upstream MCP server's breaker: `open` (failing fast, or trying
+/// again after its cool-down) makes the server degraded.
+fn upstream_states(catalog: &crate::catalog::Catalog) -> Map<String, Value> {
+    use crate::upstream::BreakerState;
+    catalog
+        .upstreams()
+        .iter()
+        .map(|u| {
+            let (state, failures) = u.breaker_state();
+            let breaker = match state {
+                BreakerState::Open => "open",
+                BreakerState::Closed => "closed",
+            };
+            let state = json!({ "breaker": breaker, "failures": failures });
+            (u.name.clone(), state)
+        })
+        .collect()
 }
 
 /// Whether a problem's path or message mentions any of `names`. Leaving out

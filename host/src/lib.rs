@@ -19,6 +19,7 @@ pub mod rest;
 pub mod scaffold;
 pub mod server;
 pub mod traces;
+pub mod upstream;
 pub mod wasm;
 
 use std::collections::HashMap;

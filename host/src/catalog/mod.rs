@@ -11,6 +11,7 @@ mod offered;
 mod rate;
 pub mod search;
 mod stages;
+mod upstreams;
 mod uri_template;
 
 pub use offered::{
@@ -28,7 +29,7 @@ use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
 /// A tool as MCP's `tools/list` describes it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolDef {
     pub name: String,
@@ -42,7 +43,7 @@ pub struct ToolDef {
     pub annotations: Option<Annotations>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Annotations {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,6 +68,11 @@ pub enum Backend {
         gate: Option<Arc<Gate>>,
     },
     Sql(Arc<DbTool>),
+    /// A tool of an upstream MCP server; `remote` is its name there.
+    Upstream {
+        upstream: Arc<crate::upstream::Upstream>,
+        remote: String,
+    },
 }
 
 /// One entry of the catalog.
@@ -93,6 +99,12 @@ pub struct Catalog {
     default_auth: Option<AuthStage>,
     /// Resources, templates and prompts.
     offered: Offered,
+    /// Upstream MCP servers whose tools are in the catalog.
+    upstreams: Vec<Arc<crate::upstream::Upstream>>,
+    /// Bumped when an upstream's tool list changes.
+    upstream_changes: Arc<crate::upstream::ToolChanges>,
+    /// What happens when a tool's definition changes under a live session.
+    pinning: crate::config::Pinning,
 }
 
 /// A catalog and the problems met while building it.
@@ -247,6 +259,10 @@ impl Catalog {
                 error,
             }));
         }
+        catalog
+            .add_upstreams(config, &plugins, &server_limiter, &mut problems)
+            .await?;
+        catalog.pinning = config.server.pinning;
         problems.extend(catalog.config_problems(config, &loaded_names));
         catalog.default_auth = plugins
             .default_auth(config)
@@ -336,7 +352,7 @@ impl Catalog {
     ) -> Vec<(&'a str, crate::db::CacheStats)> {
         let tools = self.visible(principal).filter_map(|t| match &t.backend {
             Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
-            Backend::Wasm { .. } => None,
+            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => db.cache_stats(),
@@ -361,7 +377,7 @@ impl Catalog {
     pub fn db_live(&self, live: &mut crate::metrics::Live) {
         let tools = self.order.iter().filter_map(|t| match &t.backend {
             Backend::Sql(db) => Some(db),
-            Backend::Wasm { .. } => None,
+            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => Some(db.clone()),
@@ -390,6 +406,10 @@ impl Catalog {
             live.db_in_use += in_use;
             live.db_waiting += waiting;
         }
+    }
+
+    pub fn pinning(&self) -> crate::config::Pinning {
+        self.pinning
     }
 
     pub fn mode(&self) -> CatalogMode {

@@ -17,12 +17,14 @@ mod offered;
 #[cfg(test)]
 mod properties;
 mod rate;
+mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::OAuthConfig;
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
+pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -62,6 +64,9 @@ pub struct Config {
     pub kv: crate::wasm::kv::KvConfig,
     /// Hangar as an OAuth 2.1 resource server (bearer tokens on `/mcp`).
     pub oauth: Option<OAuthConfig>,
+    /// MCP servers whose tools join the catalog, by name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -150,6 +155,8 @@ pub struct ServerConfig {
     /// they are cancelled and the process exits.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// Tool-definition pinning per MCP session (see `Pinning`).
+    pub pinning: Pinning,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -190,6 +197,7 @@ impl Default for ServerConfig {
             max_sessions: 10_000,
             session_timeout: Duration::from_secs(3600),
             shutdown_grace: Duration::from_secs(5),
+            pinning: Pinning::default(),
         }
     }
 }

@@ -38,7 +38,7 @@ pub struct Rejection {
 }
 
 /// A JSON-RPC error object.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RpcError {
     pub code: i64,
     pub message: String,

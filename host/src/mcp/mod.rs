@@ -7,6 +7,7 @@ mod calls;
 mod guard;
 mod jsonrpc;
 mod offers;
+mod pins;
 mod session;
 mod stream;
 
@@ -273,7 +274,15 @@ fn notification(session: Option<&Session>, method: &str, params: &Map<String, Va
 async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
-    let tools = pipeline.listed(principal.as_ref());
+    let session = req.session.as_deref();
+    let (pins, id) = (
+        session.map(|s| &s.pins),
+        session.map_or("", |s| s.id.as_str()),
+    );
+    let mode = pipeline.catalog().pinning();
+    let tools: Vec<Value> = (pipeline.listed(principal.as_ref()).iter())
+        .map(|def| pins::listed(pins, mode, id, def))
+        .collect();
     match page(&req.params, &tools, st.page_size) {
         Ok((page, next)) => {
             let mut result = json!({ "tools": page });

@@ -38,6 +38,8 @@ pub struct Session {
     stream_gen: AtomicU64,
     /// Wakes a replaced stream so it ends.
     stream_replaced: tokio::sync::Notify,
+    /// Tool definitions pinned by the session's first listing.
+    pub pins: super::pins::Pins,
 }
 
 /// The server-to-client requests a client declared it handles.
@@ -73,6 +75,7 @@ impl Session {
             subscriptions: Mutex::new(HashSet::new()),
             stream_gen: AtomicU64::new(0),
             stream_replaced: tokio::sync::Notify::new(),
+            pins: Default::default(),
         }
     }
 

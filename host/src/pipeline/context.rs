@@ -125,6 +125,11 @@ impl EventSink {
         self
     }
 
+    /// What the client may be asked on this call.
+    pub fn askable(&self) -> Askable {
+        self.askable
+    }
+
     /// Puts a question to the client and waits for its answer until `until`.
     pub async fn ask(
         &self,

@@ -14,6 +14,8 @@ pub enum Stage {
     Env,
     Connector,
     Handler,
+    /// An upstream MCP server's call (unreachable, timed out, breaker open).
+    Upstream,
     OutputMap,
 }
 
@@ -29,6 +31,7 @@ impl Stage {
             Stage::Env => "env",
             Stage::Connector => "connector",
             Stage::Handler => "handler",
+            Stage::Upstream => "upstream",
             Stage::OutputMap => "output_map",
         }
     }
@@ -81,6 +84,9 @@ pub struct CallError {
     pub retry_after: Option<std::time::Duration>,
     /// The scopes the call needs, space-separated (insufficient scope).
     pub required_scope: Option<String>,
+    /// An upstream MCP server's JSON-RPC error object, which the MCP
+    /// surface passes on unchanged.
+    pub upstream_error: Option<serde_json::Value>,
 }
 
 impl CallError {
@@ -91,6 +97,7 @@ impl CallError {
             message: message.into(),
             retry_after: None,
             required_scope: None,
+            upstream_error: None,
         }
     }
 

@@ -220,17 +220,19 @@ impl Pipeline {
     pub fn listed<'a>(
         &'a self,
         principal: Option<&'a Principal>,
-    ) -> Vec<&'a crate::catalog::ToolDef> {
+    ) -> Vec<std::borrow::Cow<'a, crate::catalog::ToolDef>> {
         use crate::config::CatalogMode;
+        use std::borrow::Cow;
         let mode = self.catalog.mode();
-        let mut listed: Vec<&'a crate::catalog::ToolDef> = Vec::new();
+        let mut listed = Vec::new();
         if mode != CatalogMode::Full {
             for def in meta::definitions() {
-                listed.push(def);
+                listed.push(Cow::Borrowed(def));
             }
         }
         if mode != CatalogMode::Meta {
-            listed.extend(self.catalog.visible(principal).map(|t| &t.def));
+            // An upstream's tool as it is now, not as it was at startup.
+            listed.extend(self.catalog.visible(principal).map(|t| t.current_def()));
         }
         listed
     }
@@ -261,5 +263,6 @@ async fn execute(
                 .await
         }
         Backend::Sql(db) => db.execute(args, cx.principal.as_ref(), &cx.cancel).await,
+        Backend::Upstream { upstream, remote } => upstream.call(remote, args, cx).await,
     }
 }

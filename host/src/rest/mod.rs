@@ -63,7 +63,8 @@ async fn openapi_json(
     let cx = context(&rest, "GET", "/openapi.json", &headers, client, token);
     let pipeline = rest.pipeline.current();
     let principal = pipeline.listing_principal(&cx).await;
-    let tools = pipeline.listed(principal.as_ref());
+    let listed = pipeline.listed(principal.as_ref());
+    let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
 }
 
@@ -119,9 +120,9 @@ async fn list(
     let principal = pipeline
         .listing_principal(&context(&rest, "GET", "/tools", &headers, client, token))
         .await;
-    let tools: Vec<Summary> = pipeline
-        .listed(principal.as_ref())
-        .into_iter()
+    let listed = pipeline.listed(principal.as_ref());
+    let tools: Vec<Summary> = listed
+        .iter()
         .map(|d| Summary {
             name: &d.name,
             description: &d.description,

@@ -1,0 +1,222 @@
+//! `[upstreams.NAME]`: MCP servers (Streamable HTTP) whose tools join the
+//! catalog, and `[server] pinning`. This file owns the schema and its
+//! validation; connecting is `crate::upstream`'s job.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// One upstream MCP server.
+///
+/// ```toml
+/// [upstreams.weather]
+/// url = "http://127.0.0.1:9100/mcp"
+/// prefix = "weather."
+/// headers = { authorization = "Bearer {{ env.WEATHER_TOKEN }}" }
+/// timeout = "10s"
+/// tools = ["forecast", "alerts"]
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The server's MCP endpoint; may hold `{{ env.VAR }}`.
+    pub url: String,
+    /// Put before each of its tool names; default `NAME.`.
+    pub prefix: Option<String>,
+    /// Sent with every request; values may hold `{{ env.VAR }}` or `{{ file./path }}`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// How long one request (a call included) may take.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Only these of its tools (names as the upstream gives them) join the catalog.
+    pub tools: Option<Vec<String>>,
+    /// How often its tool list is fetched again (`0s` = only on its
+    /// `notifications/tools/list_changed`).
+    #[serde(default = "default_refresh", with = "humantime_serde")]
+    pub refresh: Duration,
+    /// Consecutive failures (unreachable, timeout, 5xx) that open the circuit breaker.
+    #[serde(default = "default_failures")]
+    pub breaker_failures: u32,
+    /// How long an open breaker fails calls fast before one is let through again.
+    #[serde(default = "default_cooldown", with = "humantime_serde")]
+    pub breaker_cooldown: Duration,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_refresh() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_failures() -> u32 {
+    3
+}
+
+fn default_cooldown() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// What `[server] pinning` does when a tool's definition changes under a
+/// live session (a known tool-poisoning vector).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Pinning {
+    /// Definitions are not pinned.
+    Off,
+    /// The change is logged and the tool is marked in `tools/list`'s `_meta`.
+    #[default]
+    Warn,
+    /// As `warn`, and calls to the changed tool are refused in that session
+    /// until the client initializes again.
+    Block,
+}
+
+/// An upstream with its placeholders substituted and checked.
+#[derive(Debug, Clone)]
+pub struct ResolvedUpstream {
+    pub name: String,
+    pub url: http::Uri,
+    pub prefix: String,
+    pub headers: http::HeaderMap,
+    pub timeout: Duration,
+    pub tools: Option<Vec<String>>,
+    pub refresh: Duration,
+    pub breaker_failures: u32,
+    pub breaker_cooldown: Duration,
+}
+
+impl UpstreamConfig {
+    /// Substitutes `{{ env.X }}` and checks every field. Errors name the
+    /// upstream and the field, never a header value or the URL's secrets.
+    pub fn resolve(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ResolvedUpstream, String> {
+        let fail = |what: String| format!("upstream {name:?}: {what}");
+        let url = crate::db::template::substitute_env(&self.url, env)
+            .map_err(|e| fail(format!("url: {e}")))?;
+        let url: http::Uri = url
+            .parse()
+            .map_err(|_| fail("url is not a valid URL".into()))?;
+        match url.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(fail(
+                    "https upstreams are not supported yet (use http on a trusted network)".into(),
+                ));
+            }
+            _ => return Err(fail("url must start with http://".into())),
+        }
+        if url.host().is_none() {
+            return Err(fail("url has no host".into()));
+        }
+        let mut headers = http::HeaderMap::new();
+        for (key, value) in &self.headers {
+            let header = http::HeaderName::from_bytes(key.as_bytes())
+                .map_err(|_| fail(format!("header {key:?} is not a valid header name")))?;
+            let value = crate::db::template::substitute_env(value, env)
+                .map_err(|e| fail(format!("header {key}: {e}")))?;
+            let mut value = http::HeaderValue::from_str(&value).map_err(|_| {
+                fail(format!(
+                    "header {key}: the value is not a valid header value"
+                ))
+            })?;
+            value.set_sensitive(true);
+            headers.insert(header, value);
+        }
+        if self.timeout.is_zero() {
+            return Err(fail("timeout must be more than 0s".into()));
+        }
+        if self.breaker_failures == 0 {
+            return Err(fail("breaker_failures must be at least 1".into()));
+        }
+        let prefix = self.prefix.clone().unwrap_or_else(|| format!("{name}."));
+        if let Some(tools) = &self.tools
+            && tools.is_empty()
+        {
+            return Err(fail(
+                "tools is empty: list some, or leave it out for all".into(),
+            ));
+        }
+        Ok(ResolvedUpstream {
+            name: name.to_string(),
+            url,
+            prefix,
+            headers,
+            timeout: self.timeout,
+            tools: self.tools.clone(),
+            refresh: self.refresh,
+            breaker_failures: self.breaker_failures,
+            breaker_cooldown: self.breaker_cooldown,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    fn env(var: &str) -> Option<String> {
+        (var == "TOKEN").then(|| "s3cret".to_string())
+    }
+
+    #[test]
+    fn an_upstream_parses_and_resolves() {
+        let c = Config::parse(
+            r#"
+            [server]
+            pinning = "block"
+            [upstreams.weather]
+            url = "http://127.0.0.1:9100/mcp"
+            prefix = "w."
+            headers = { authorization = "Bearer {{ env.TOKEN }}" }
+            timeout = "10s"
+            tools = ["forecast"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.server.pinning, Pinning::Block);
+        let u = c.upstreams["weather"].resolve("weather", &env).unwrap();
+        assert_eq!(u.prefix, "w.");
+        assert_eq!(u.timeout, Duration::from_secs(10));
+        assert_eq!(u.headers["authorization"], "Bearer s3cret");
+        assert_eq!(u.tools.as_deref(), Some(&["forecast".to_string()][..]));
+        assert_eq!(u.breaker_failures, 3);
+    }
+
+    #[test]
+    fn defaults_are_documented() {
+        let c = Config::parse("[upstreams.a]\nurl = \"http://h/mcp\"\n").unwrap();
+        assert_eq!(c.server.pinning, Pinning::Warn);
+        let u = c.upstreams["a"].resolve("a", &env).unwrap();
+        assert_eq!(u.prefix, "a.");
+        assert_eq!(u.timeout, Duration::from_secs(30));
+        assert!(u.headers.is_empty());
+    }
+
+    #[test]
+    fn bad_upstreams_are_named_without_secrets() {
+        let bad = |toml: &str| {
+            let c = Config::parse(toml).unwrap();
+            c.upstreams["u"].resolve("u", &env).unwrap_err()
+        };
+        let e = bad("[upstreams.u]\nurl = \"ftp://h/\"\n");
+        assert!(e.contains("upstream \"u\"") && e.contains("http://"), "{e}");
+        let e = bad("[upstreams.u]\nurl = \"{{ env.NOPE }}\"\n");
+        assert!(e.contains("NOPE"), "{e}");
+        let e =
+            bad("[upstreams.u]\nurl = \"http://h/\"\nheaders = { x = \"a\\nb{{ env.TOKEN }}\" }\n");
+        assert!(e.contains("header x") && !e.contains("s3cret"), "{e}");
+        let e = bad("[upstreams.u]\nurl = \"http://h/\"\ntimeout = \"0s\"\n");
+        assert!(e.contains("timeout"), "{e}");
+        let e = bad("[upstreams.u]\nurl = \"http://h/\"\ntools = []\n");
+        assert!(e.contains("tools"), "{e}");
+        assert!(Config::parse("[upstreams.u]\nurl = \"http://h/\"\nprefx = \"a\"\n").is_err());
+    }
+}

@@ -1,0 +1,377 @@
+//! A small MCP client over Streamable HTTP: `initialize` (then
+//! `notifications/initialized`), any request, notifications, and `DELETE`
+//! at the end of a session. It owns the wire only: one POST per message,
+//! answers as JSON or as an SSE stream (notifications before the answer are
+//! handed to the caller), the `Mcp-Session-Id` and `MCP-Protocol-Version`
+//! headers. Sessions, retries and the breaker are `super`'s.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use serde_json::{Value, json};
+
+use super::sse::SseParser;
+
+/// The protocol version asked for; the server's answer is used after.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// What the wire failed with. Messages never carry the URL or headers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireError {
+    /// No connection, or it broke before the answer.
+    Unreachable(String),
+    /// No answer within the upstream's `timeout`.
+    Timeout,
+    /// 404 to a request carrying a session id: the session is gone.
+    SessionExpired,
+    /// A 5xx answer.
+    Status(u16),
+    /// An answer that is not MCP (a 4xx, bad JSON, no answer in the stream).
+    Protocol(String),
+}
+
+impl WireError {
+    /// Whether the upstream looks down (what the breaker counts).
+    pub fn is_outage(&self) -> bool {
+        matches!(
+            self,
+            WireError::Unreachable(_) | WireError::Timeout | WireError::Status(_)
+        )
+    }
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Unreachable(why) => write!(f, "unreachable ({why})"),
+            WireError::Timeout => f.write_str("timed out"),
+            WireError::SessionExpired => f.write_str("session expired"),
+            WireError::Status(code) => write!(f, "answered HTTP {code}"),
+            WireError::Protocol(why) => write!(f, "answered no MCP: {why}"),
+        }
+    }
+}
+
+/// The answer to a request: its `result`, or its JSON-RPC `error` object
+/// (passed on to the caller unchanged).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Result(Value),
+    Error(Value),
+}
+
+/// One upstream session: its id (none if the server keeps no sessions) and
+/// the protocol version it agreed to.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    pub session_id: Option<String>,
+    pub protocol_version: String,
+}
+
+/// Where and how to reach one upstream.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+}
+
+/// Called with each notification (or request from the server) that comes
+/// before the answer.
+pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
+
+impl Client {
+    pub fn new(url: &http::Uri, headers: HeaderMap, timeout: Duration) -> Client {
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .tcp_nodelay(true)
+            .build()
+            .expect("a client with no TLS and no proxy always builds");
+        Client {
+            http,
+            url: url.to_string(),
+            headers,
+            timeout,
+        }
+    }
+
+    /// Opens a session, declaring `capabilities` (what the client behind
+    /// it can be asked).
+    pub async fn initialize(
+        &self,
+        capabilities: Value,
+        traceparent: Option<&str>,
+    ) -> Result<Handshake, WireError> {
+        let fresh = Handshake {
+            session_id: None,
+            protocol_version: PROTOCOL_VERSION.to_string(),
+        };
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": capabilities,
+            "clientInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });
+        let (reply, session_id) = self
+            .exchange(&fresh, &body, Some(0), traceparent, &mut |_| {})
+            .await?;
+        let result = match reply {
+            Some(Reply::Result(result)) => result,
+            Some(Reply::Error(e)) => {
+                return Err(WireError::Protocol(format!("initialize failed: {e}")));
+            }
+            None => return Err(WireError::Protocol("initialize got no answer".into())),
+        };
+        let handshake = Handshake {
+            session_id,
+            protocol_version: result
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(PROTOCOL_VERSION)
+                .to_string(),
+        };
+        self.notify(&handshake, "notifications/initialized", json!({}))
+            .await?;
+        Ok(handshake)
+    }
+
+    /// Sends a request and waits for its answer; notifications that come
+    /// first (progress, logs, list changes) go to `on_note`.
+    pub async fn request(
+        &self,
+        session: &Handshake,
+        id: u64,
+        method: &str,
+        params: Value,
+        traceparent: Option<&str>,
+        on_note: OnNotification<'_>,
+    ) -> Result<Reply, WireError> {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let (reply, _) = self
+            .exchange(session, &body, Some(id), traceparent, on_note)
+            .await?;
+        reply.ok_or_else(|| WireError::Protocol(format!("{method} got no answer")))
+    }
+
+    /// Sends a notification (answered 202, no body).
+    pub async fn notify(
+        &self,
+        session: &Handshake,
+        method: &str,
+        params: Value,
+    ) -> Result<(), WireError> {
+        let body = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.exchange(session, &body, None, None, &mut |_| {})
+            .await
+            .map(drop)
+    }
+
+    /// Answers a request the server sent us (`result` or JSON-RPC `error`).
+    pub async fn respond(
+        &self,
+        session: &Handshake,
+        id: Value,
+        answer: Result<Value, Value>,
+    ) -> Result<(), WireError> {
+        let body = match answer {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+        };
+        self.exchange(session, &body, None, None, &mut |_| {})
+            .await
+            .map(drop)
+    }
+
+    /// Ends a session (best effort: the server may have forgotten it).
+    pub async fn close(&self, session: &Handshake) {
+        let Some(id) = &session.session_id else {
+            return;
+        };
+        let request = self
+            .http
+            .delete(&self.url)
+            .headers(self.headers.clone())
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", &session.protocol_version);
+        let _ = tokio::time::timeout(self.timeout, request.send()).await;
+    }
+
+    /// Every tool the server lists, following `nextCursor`.
+    pub async fn list_tools(
+        &self,
+        session: &Handshake,
+        first_id: u64,
+        on_note: OnNotification<'_>,
+    ) -> Result<Result<Vec<Value>, Value>, WireError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for page in 0..1000u64 {
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }),
+                None => json!({}),
+            };
+            let reply = self
+                .request(
+                    session,
+                    first_id + page,
+                    "tools/list",
+                    params,
+                    None,
+                    on_note,
+                )
+                .await?;
+            let result = match reply {
+                Reply::Result(result) => result,
+                Reply::Error(e) => return Ok(Err(e)),
+            };
+            if let Some(page) = result.get("tools").and_then(Value::as_array) {
+                tools.extend(page.iter().cloned());
+            }
+            match result.get("nextCursor") {
+                Some(next) if !next.is_null() => cursor = Some(next.clone()),
+                _ => return Ok(Ok(tools)),
+            }
+        }
+        Err(WireError::Protocol("tools/list pages never end".into()))
+    }
+
+    /// One POST under the timeout: the answer to `id` (if a request), and
+    /// the session id the server gave.
+    async fn exchange(
+        &self,
+        session: &Handshake,
+        body: &Value,
+        id: Option<u64>,
+        traceparent: Option<&str>,
+        on_note: OnNotification<'_>,
+    ) -> Result<(Option<Reply>, Option<String>), WireError> {
+        tokio::time::timeout(
+            self.timeout,
+            self.exchange_now(session, body, id, traceparent, on_note),
+        )
+        .await
+        .unwrap_or(Err(WireError::Timeout))
+    }
+
+    async fn exchange_now(
+        &self,
+        session: &Handshake,
+        body: &Value,
+        id: Option<u64>,
+        traceparent: Option<&str>,
+        on_note: OnNotification<'_>,
+    ) -> Result<(Option<Reply>, Option<String>), WireError> {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(serde_json::to_vec(body).expect("JSON values serialize"));
+        if let Some(sid) = &session.session_id {
+            request = request
+                .header("mcp-session-id", sid)
+                .header("mcp-protocol-version", &session.protocol_version);
+        }
+        if let Some(tp) = traceparent {
+            request = request.header("traceparent", tp);
+        }
+        let mut response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND && session.session_id.is_some() {
+            return Err(WireError::SessionExpired);
+        }
+        if status.is_server_error() {
+            return Err(WireError::Status(status.as_u16()));
+        }
+        if !status.is_success() {
+            return Err(WireError::Protocol(format!("HTTP {status}")));
+        }
+        let session_id = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let Some(id) = id else {
+            return Ok((None, session_id));
+        };
+        let sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !sse {
+            let bytes = response.bytes().await.map_err(unreachable)?;
+            let message: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| WireError::Protocol(format!("bad JSON: {e}")))?;
+            return Ok((answer_to(&message, id), session_id));
+        }
+        let mut parser = SseParser::default();
+        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+            for data in parser.feed(&chunk) {
+                let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                if let Some(reply) = answer_to(&message, id) {
+                    return Ok((Some(reply), session_id));
+                }
+                // Notifications, and requests the server puts to us.
+                if message.get("method").is_some() {
+                    on_note(&message);
+                }
+            }
+        }
+        Err(WireError::Unreachable(
+            "the stream ended before the answer".into(),
+        ))
+    }
+}
+
+/// The reply in `message` if it answers request `id`.
+fn answer_to(message: &Value, id: u64) -> Option<Reply> {
+    if message.get("id").and_then(Value::as_u64) != Some(id) || message.get("method").is_some() {
+        return None;
+    }
+    if let Some(error) = message.get("error") {
+        return Some(Reply::Error(error.clone()));
+    }
+    Some(Reply::Result(
+        message.get("result").cloned().unwrap_or(Value::Null),
+    ))
+}
+
+/// A transport error, described without the URL (it may hold secrets).
+fn unreachable(e: reqwest::Error) -> WireError {
+    let why = if e.is_connect() {
+        "connection failed"
+    } else if e.is_timeout() {
+        return WireError::Timeout;
+    } else if e.is_body() || e.is_decode() {
+        "the answer broke off"
+    } else {
+        "request failed"
+    };
+    WireError::Unreachable(why.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_answer_to_our_id_is_the_reply() {
+        let note = json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": {} });
+        assert_eq!(answer_to(&note, 1), None);
+        let other = json!({ "jsonrpc": "2.0", "id": 2, "result": {} });
+        assert_eq!(answer_to(&other, 1), None);
+        let ok = json!({ "jsonrpc": "2.0", "id": 1, "result": { "x": 1 } });
+        assert_eq!(answer_to(&ok, 1), Some(Reply::Result(json!({ "x": 1 }))));
+        let err = json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32602, "message": "m" } });
+        assert_eq!(
+            answer_to(&err, 1),
+            Some(Reply::Error(json!({ "code": -32602, "message": "m" })))
+        );
+        assert!(WireError::Timeout.is_outage() && !WireError::SessionExpired.is_outage());
+    }
+}

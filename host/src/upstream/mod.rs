@@ -1,0 +1,255 @@
+//! Upstream MCP servers as a backend: an [`Upstream`] owns one server's
+//! client, its sessions (one per client session, or per principal for
+//! session-less callers), its circuit breaker and its live tool list. It
+//! speaks the call vocabulary (`CallContext`, `CallError`, `ToolResult`),
+//! never the surfaces.
+
+mod breaker;
+mod client;
+mod relay;
+mod sessions;
+mod sse;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use serde_json::{Value, json};
+
+use breaker::Breaker;
+pub use breaker::BreakerState;
+use client::{Client, Reply, WireError};
+use sessions::{CATALOG_KEY, Slot, capabilities, session_key};
+use tools::tool_def;
+
+use crate::catalog::ToolDef;
+use crate::config::ResolvedUpstream;
+use crate::pipeline::{CallContext, CallError, ErrorKind, Stage, ToolResult};
+
+/// One upstream MCP server.
+pub struct Upstream {
+    pub name: String,
+    config: ResolvedUpstream,
+    client: Client,
+    sessions: Mutex<HashMap<String, Arc<Slot>>>,
+    breaker: Breaker,
+    /// The tools it lists now, by their upstream name (prefixed definitions).
+    tools: RwLock<Arc<Vec<(String, ToolDef)>>>,
+    next_id: AtomicU64,
+    /// Wakes the refresh task (the upstream said its list changed).
+    refresh_wanted: Arc<tokio::sync::Notify>,
+    changes: Arc<ToolChanges>,
+}
+
+/// Bumped each time an upstream's tool list changes after the first
+/// listing: what a surface watches to send `notifications/tools/list_changed`
+/// (wired with hot reload's catalog swap).
+pub type ToolChanges = tokio::sync::watch::Sender<u64>;
+
+impl Upstream {
+    /// `changes` counts tool-list changes of every upstream of one catalog
+    /// (see `Catalog::upstream_changes`).
+    pub fn new(config: ResolvedUpstream, changes: Arc<ToolChanges>) -> Arc<Upstream> {
+        let client = Client::new(&config.url, config.headers.clone(), config.timeout);
+        Arc::new(Upstream {
+            name: config.name.clone(),
+            breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
+            config,
+            client,
+            sessions: Mutex::default(),
+            tools: RwLock::default(),
+            next_id: AtomicU64::new(1),
+            refresh_wanted: Arc::default(),
+            changes,
+        })
+    }
+
+    /// The tools it listed last, allowlisted and prefixed: (upstream name, definition).
+    pub fn tools(&self) -> Arc<Vec<(String, ToolDef)>> {
+        self.tools.read().expect("tools lock").clone()
+    }
+
+    /// The current definition of its tool `remote` (as the upstream names it).
+    pub fn current_def(&self, remote: &str) -> Option<ToolDef> {
+        let tools = self.tools();
+        tools
+            .iter()
+            .find(|(r, _)| r == remote)
+            .map(|(_, d)| d.clone())
+    }
+
+    pub fn breaker_state(&self) -> (BreakerState, u32) {
+        self.breaker.state()
+    }
+
+    /// Fetches its tool list again and keeps it. This is the one refresh
+    /// entry point (startup, `list_changed`, the periodic timer); a catalog
+    /// swap on reload can call it too. Returns how many tools it lists.
+    pub async fn refresh(&self) -> Result<usize, String> {
+        let listed = self
+            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
+                client.list_tools(&hs, id, &mut |_| {}).await
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let listed =
+            listed.map_err(|e| format!("upstream: {}: tools/list failed: {e}", self.name))?;
+        let mut tools = Vec::new();
+        for raw in listed {
+            let Some(remote) = raw.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(allowed) = &self.config.tools
+                && !allowed.iter().any(|a| a == remote)
+            {
+                continue;
+            }
+            tools.push((
+                remote.to_string(),
+                tool_def(&self.config.prefix, remote, &raw),
+            ));
+        }
+        let count = tools.len();
+        let changed = {
+            let mut current = self.tools.write().expect("tools lock");
+            let changed = current.as_slice() != tools.as_slice();
+            *current = Arc::new(tools);
+            changed
+        };
+        if changed {
+            tracing::info!(upstream = %self.name, tools = count, "upstream tool list refreshed");
+            self.changes.send_modify(|n| *n += 1);
+        }
+        Ok(count)
+    }
+
+    /// Refreshes when the upstream says its list changed, and every
+    /// `refresh` period, for as long as the upstream is in use.
+    pub fn spawn_refresh(self: &Arc<Self>) {
+        let weak: Weak<Upstream> = Arc::downgrade(self);
+        let period = self.config.refresh;
+        let notify = self.refresh_wanted.clone();
+        tokio::spawn(async move {
+            loop {
+                let wanted = notify.notified();
+                tokio::pin!(wanted);
+                wanted.as_mut().enable();
+                if weak.strong_count() == 0 {
+                    return;
+                }
+                if period.is_zero() {
+                    wanted.await;
+                } else {
+                    tokio::select! {
+                        _ = wanted => {}
+                        _ = tokio::time::sleep(period) => {}
+                    }
+                }
+                let Some(upstream) = weak.upgrade() else {
+                    return;
+                };
+                if let Err(e) = upstream.refresh().await {
+                    tracing::warn!(upstream = %upstream.name, "refreshing tools: {e}");
+                }
+            }
+        });
+    }
+
+    /// Calls its tool `remote` in the caller's upstream session; progress
+    /// and logs are relayed to the call's events, cancellation forwarded.
+    pub async fn call(
+        &self,
+        remote: &str,
+        args: &Value,
+        cx: &CallContext,
+    ) -> Result<ToolResult, CallError> {
+        let key = session_key(cx);
+        let traceparent = traceparent(cx);
+        let sink = cx.events.clone();
+        let reply = self
+            .with_session(&key, traceparent.as_deref(), capabilities(cx), |client, hs, id| {
+                let sink = sink.clone();
+                let tp = traceparent.clone();
+                let arguments = if args.is_null() { json!({}) } else { args.clone() };
+                let params = json!({
+                    "name": remote,
+                    "arguments": arguments,
+                    "_meta": { "progressToken": id },
+                });
+                async move {
+                    let mut on_note = |note: &Value| self.relay(note, &sink, &client, &hs);
+                    let call =
+                        client.request(&hs, id, "tools/call", params, tp.as_deref(), &mut on_note);
+                    let (reply, why) = tokio::select! {
+                        reply = call => {
+                            let timed_out = reply == Err(WireError::Timeout);
+                            (reply, timed_out.then_some("timed out"))
+                        }
+                        _ = cx.cancel.cancelled() => {
+                            (Err(WireError::Protocol("cancelled".into())), Some("cancelled by the client"))
+                        }
+                    };
+                    // The upstream need not finish a call nobody waits for.
+                    if let Some(why) = why {
+                        let client = client.clone();
+                        tokio::spawn(async move {
+                            let params = json!({ "requestId": id, "reason": why });
+                            let _ = client.notify(&hs, "notifications/cancelled", params).await;
+                        });
+                    }
+                    reply
+                }
+            })
+            .await;
+        if cx.cancel.is_cancelled() {
+            return Err(CallError::cancelled(Stage::Upstream));
+        }
+        match reply? {
+            Reply::Result(result) => serde_json::from_value(result).map_err(|e| {
+                self.error(
+                    ErrorKind::Failed,
+                    &format!("answered no CallToolResult: {e}"),
+                )
+            }),
+            Reply::Error(error) => {
+                // The MCP surface passes the object on; others show its message.
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let what = format!("answered error {code}: {message}");
+                Err(CallError {
+                    upstream_error: Some(error),
+                    ..self.error(ErrorKind::Failed, &what)
+                })
+            }
+        }
+    }
+
+    /// An error at stage `upstream` naming this upstream (never its URL):
+    /// shown as `upstream: NAME: what`.
+    fn error(&self, kind: ErrorKind, what: &str) -> CallError {
+        CallError::new(Stage::Upstream, kind, format!("{}: {what}", self.name))
+    }
+}
+
+/// A W3C `traceparent` continuing the call's trace id.
+fn traceparent(cx: &CallContext) -> Option<String> {
+    let id = &cx.trace_id;
+    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let span = uuid::Uuid::new_v4().as_u64_pair().0 | 1;
+    Some(format!("00-{id}-{span:016x}-01"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trace_continues_upstream_with_a_new_span() {
+        let cx = CallContext::new(None);
+        let tp = traceparent(&cx).unwrap();
+        assert!(tp.starts_with(&format!("00-{}-", cx.trace_id)) && tp.len() == 55);
+    }
+}

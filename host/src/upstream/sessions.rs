@@ -1,0 +1,203 @@
+//! Upstream sessions: one per client session (per principal without one),
+//! opened on first use under the breaker, opened again once when the
+//! upstream forgot it (404), closed when idle or past the cap.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::Upstream;
+use super::client::{Client, Handshake, WireError};
+use crate::pipeline::{Askable, CallContext, CallError, ErrorKind};
+
+/// Upstream sessions kept at once per upstream; past it the least recently
+/// used is closed.
+const MAX_SESSIONS: usize = 1024;
+
+/// An upstream session unused this long is closed when another is opened.
+const IDLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// The session key of the catalog's own listings.
+pub(super) const CATALOG_KEY: &str = "hangar:catalog";
+
+/// One upstream session, opened on first use; the lock makes concurrent
+/// first calls share one `initialize`.
+#[derive(Default)]
+pub(super) struct Slot {
+    handshake: tokio::sync::Mutex<Option<Handshake>>,
+    used: Mutex<Option<Instant>>,
+}
+
+impl Upstream {
+    /// Runs `op` in the session keyed `key` under the breaker: opens the
+    /// session if needed, and opens it again once if the upstream forgot it.
+    pub(super) async fn with_session<T, F, Fut>(
+        &self,
+        key: &str,
+        traceparent: Option<&str>,
+        capabilities: Value,
+        op: F,
+    ) -> Result<T, CallError>
+    where
+        F: Fn(Client, Handshake, u64) -> Fut,
+        Fut: std::future::Future<Output = Result<T, WireError>>,
+    {
+        if let Err(left) = self.breaker.admit() {
+            return Err(self.error(
+                ErrorKind::Failed,
+                &format!(
+                    "unavailable: circuit open after repeated failures, retrying in {}s",
+                    left.as_secs().max(1)
+                ),
+            ));
+        }
+        let slot = self.slot(key);
+        for attempt in 0..2 {
+            let outcome = async {
+                let hs = {
+                    let mut guard = slot.handshake.lock().await;
+                    match &*guard {
+                        Some(hs) => hs.clone(),
+                        None => {
+                            let hs = self
+                                .client
+                                .initialize(capabilities.clone(), traceparent)
+                                .await?;
+                            *guard = Some(hs.clone());
+                            hs
+                        }
+                    }
+                };
+                let id = self.next_id.fetch_add(16, Ordering::Relaxed);
+                op(self.client.clone(), hs, id).await
+            }
+            .await;
+            match outcome {
+                Ok(value) => {
+                    self.breaker.success();
+                    return Ok(value);
+                }
+                Err(WireError::SessionExpired) if attempt == 0 => {
+                    tracing::info!(upstream = %self.name, "upstream session expired; opening a new one");
+                    *slot.handshake.lock().await = None;
+                }
+                Err(e) => {
+                    if e.is_outage() && self.breaker.failure() {
+                        tracing::warn!(upstream = %self.name, "upstream circuit breaker opened: {e}");
+                    }
+                    if e.is_outage() {
+                        // The next call starts afresh (the server may have restarted).
+                        *slot.handshake.lock().await = None;
+                    }
+                    let kind = match e {
+                        WireError::Timeout => ErrorKind::Limit,
+                        _ => ErrorKind::Failed,
+                    };
+                    return Err(self.error(kind, &e.to_string()));
+                }
+            }
+        }
+        Err(self.error(ErrorKind::Failed, "session expired twice"))
+    }
+
+    /// The slot for `key`, made on first use. Making one also closes the
+    /// sessions idle longer than [`IDLE_SESSION`] (their client session is
+    /// most likely gone), and the least recently used past [`MAX_SESSIONS`].
+    fn slot(&self, key: &str) -> Arc<Slot> {
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        let slot = match sessions.get(key) {
+            Some(slot) => slot.clone(),
+            None => {
+                let now = Instant::now();
+                let idle = |s: &Slot| {
+                    s.used
+                        .lock()
+                        .expect("used lock")
+                        .is_none_or(|t| now.duration_since(t) > IDLE_SESSION)
+                };
+                let mut gone: Vec<String> = sessions
+                    .iter()
+                    .filter(|(k, s)| k.as_str() != CATALOG_KEY && idle(s))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                if gone.is_empty()
+                    && sessions.len() >= MAX_SESSIONS
+                    && let Some(oldest) = sessions
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != CATALOG_KEY)
+                        .min_by_key(|(_, s)| *s.used.lock().expect("used lock"))
+                        .map(|(k, _)| k.clone())
+                {
+                    gone.push(oldest);
+                }
+                for key in gone {
+                    let Some(evicted) = sessions.remove(&key) else {
+                        continue;
+                    };
+                    let client = self.client.clone();
+                    tokio::spawn(async move {
+                        if let Some(hs) = evicted.handshake.lock().await.take() {
+                            client.close(&hs).await;
+                        }
+                    });
+                }
+                let slot = Arc::new(Slot::default());
+                sessions.insert(key.to_string(), slot.clone());
+                slot
+            }
+        };
+        *slot.used.lock().expect("used lock") = Some(Instant::now());
+        slot
+    }
+}
+
+/// Whose upstream session a call uses: its client session's, else its
+/// principal's, else the anonymous one.
+pub(super) fn session_key(cx: &CallContext) -> String {
+    match (&cx.session_id, &cx.principal) {
+        (Some(id), _) => format!("session:{id}"),
+        (None, Some(p)) => format!("principal:{}", p.subject),
+        (None, None) => "anonymous".to_string(),
+    }
+}
+
+/// The client capabilities an upstream session declares: the questions the
+/// call that opens it can put to its own client (relayed, see `relay`).
+pub(super) fn capabilities(cx: &CallContext) -> Value {
+    match cx.events.askable() {
+        Askable::Yes {
+            elicitation,
+            sampling,
+        } => {
+            let mut caps = json!({});
+            if elicitation {
+                caps["elicitation"] = json!({});
+            }
+            if sampling {
+                caps["sampling"] = json!({});
+            }
+            caps
+        }
+        Askable::No(_) => json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_per_client_session_then_principal() {
+        let mut cx = CallContext::new(None);
+        assert_eq!(session_key(&cx), "anonymous");
+        cx.principal = Some(crate::pipeline::Principal {
+            subject: "ana".into(),
+            claims: json!({}),
+        });
+        assert_eq!(session_key(&cx), "principal:ana");
+        cx.session_id = Some("s1".into());
+        assert_eq!(session_key(&cx), "session:s1");
+    }
+}
