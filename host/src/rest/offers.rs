@@ -31,13 +31,14 @@ pub(super) fn routes() -> Router<Arc<Rest>> {
 enum OfferError {
     /// The request is malformed; found before the pipeline runs.
     BadRequest(&'static str),
-    /// The pipeline stopped, with the trace id of the attempt.
-    Call(CallError, String),
+    /// The pipeline stopped, with the trace id of the attempt (boxed: a
+    /// `CallError` is large, and most of these results are `Ok`).
+    Call(Box<CallError>, String),
 }
 
 impl OfferError {
     fn call(e: CallError, cx: &CallContext) -> OfferError {
-        OfferError::Call(e, cx.trace_id.clone())
+        OfferError::Call(Box::new(e), cx.trace_id.clone())
     }
 }
 
@@ -53,7 +54,7 @@ impl IntoResponse for OfferError {
     fn into_response(self) -> Response {
         let (e, trace_id) = match self {
             OfferError::BadRequest(message) => return error(StatusCode::BAD_REQUEST, message),
-            OfferError::Call(e, trace_id) => (e, trace_id),
+            OfferError::Call(e, trace_id) => (*e, trace_id),
         };
         let traced = |status| {
             let body = ErrorBody {
@@ -193,7 +194,12 @@ mod tests {
 
     #[test]
     fn each_kind_of_failure_gets_its_status() {
-        let call = |kind| OfferError::Call(CallError::new(Stage::Handler, kind, "m"), "t".into());
+        let call = |kind| {
+            OfferError::Call(
+                Box::new(CallError::new(Stage::Handler, kind, "m")),
+                "t".into(),
+            )
+        };
         assert_eq!(
             status(OfferError::call(
                 CallError::resource_not_found("x://y"),
