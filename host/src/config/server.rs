@@ -1,0 +1,140 @@
+//! `[server]`: where and how Hangar listens, its HTTP limits, sessions,
+//! instance slots and what its surfaces show.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Pinning, RateLimit};
+
+/// How `tools/call` reports a failure after resolution.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorStyle {
+    /// JSON-RPC errors (-32000 with `data.stage`).
+    #[default]
+    Jsonrpc,
+    /// A `CallToolResult` with `isError: true`, for clients that show the
+    /// model only results.
+    Result,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub plugins: PathBuf,
+    /// Where compiled components are cached, keyed by content and engine.
+    pub cache_dir: PathBuf,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Origins allowed besides loopback ones (e.g. `https://app.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// Host names allowed besides loopback ones (e.g. `mcp.example.com`).
+    pub allowed_hosts: Vec<String>,
+    /// How many guest instances may be live at once (the pooling allocator's size).
+    pub max_instances: u32,
+    /// Of `max_instances`, the slots kept for auth checks and mappers, so
+    /// tool calls that fill the pool never make auth fail. Default: a
+    /// quarter, at least 2.
+    pub stage_instances: Option<u32>,
+    /// How many long-running calls may run guest code at once; the others
+    /// wait their turn at each epoch tick. Default: CPU cores − 1, at least 1.
+    pub long_running_slots: Option<u32>,
+    /// A call that has run this long counts as long-running.
+    #[serde(with = "humantime_serde")]
+    pub long_running_after: Duration,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    pub errors: ErrorStyle,
+    /// `false` refuses every REST tool call with 403 (the explorer page says so).
+    pub allow_execute: bool,
+    /// Serve the explorer page at `/ui`.
+    pub ui: bool,
+    /// Give every call a trace id (or honour an incoming `traceparent`).
+    pub trace_ids: bool,
+    /// Serve Prometheus metrics at `GET /metrics` (behind the Host/Origin
+    /// check); `false` answers 404 there.
+    pub metrics: bool,
+    /// What `tools/list` shows: every tool, only the meta-tools
+    /// (`search_tools`, `read_tool`, `call_tool`), or both.
+    pub catalog: CatalogMode,
+    /// Calls one caller (principal, or client address when anonymous) may
+    /// make to all tools together, e.g. `"100/s"`.
+    pub rate_limit: Option<RateLimit>,
+    /// A request's head (request line and headers) must arrive within this
+    /// long of its first byte, or of the connection opening for its first
+    /// request; otherwise the connection is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this long of its head; otherwise
+    /// 408 and the connection is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub body_timeout: Duration,
+    /// A keep-alive connection waiting for its next request is closed after
+    /// this long. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// A connection whose client takes none of the response for this long
+    /// (one write blocked) is closed. `0s` = no limit.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// MCP sessions kept at once; past it, `initialize` evicts idle ones.
+    pub max_sessions: usize,
+    /// An MCP session unused for this long is forgotten (its id then gets 404).
+    #[serde(with = "humantime_serde")]
+    pub session_timeout: Duration,
+    /// After SIGTERM or Ctrl-C, how long running requests may go on before
+    /// they are cancelled and the process exits.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Tool-definition pinning per MCP session (see `Pinning`).
+    pub pinning: Pinning,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogMode {
+    #[default]
+    Full,
+    Meta,
+    Both,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            plugins: PathBuf::from("plugins"),
+            cache_dir: PathBuf::from(".cache/hangar"),
+            max_body_bytes: 4 * 1024 * 1024,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_instances: 256,
+            stage_instances: None,
+            long_running_slots: None,
+            long_running_after: Duration::from_millis(20),
+            page_size: 100,
+            errors: ErrorStyle::Jsonrpc,
+            allow_execute: true,
+            ui: true,
+            trace_ids: true,
+            metrics: true,
+            catalog: CatalogMode::Full,
+            rate_limit: None,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            max_sessions: 10_000,
+            session_timeout: Duration::from_secs(3600),
+            shutdown_grace: Duration::from_secs(5),
+            pinning: Pinning::default(),
+        }
+    }
+}
