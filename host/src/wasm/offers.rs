@@ -14,9 +14,8 @@ use super::state::GuestState;
 use super::tool::{Instance, ToolPlugin, content, trace, wit_context};
 use crate::config::Limits;
 use crate::pipeline::{
-    CallContext, CallError, CancelToken, CompletionRef, Completions, ErrorKind, EventSink,
-    PromptArgument, PromptDef, PromptMessage, PromptResult, ResourceContents, ResourceDef, Role,
-    Stage, TemplateDef,
+    CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptArgument, PromptDef,
+    PromptMessage, PromptResult, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
 };
 
 /// The `resources`, `prompts` and `completion` exports of a component.
@@ -67,14 +66,13 @@ impl ToolPlugin {
     async fn run<T>(
         &self,
         limits: &Limits,
-        cancel: &CancelToken,
-        events: EventSink,
-        trace_id: Option<&str>,
+        cx: &CallContext,
         export: impl AsyncFnOnce(&mut Instance) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
         let until = Instant::now() + limits.queue_timeout;
+        let cancel = &cx.cancel;
         let mut inst = self
-            .instantiate(limits, cancel, events, trace_id, until)
+            .instantiate(limits, cancel, cx.events.clone(), trace(cx), until)
             .await?;
         let deadline = inst.store.data().deadline;
         let out =
@@ -92,9 +90,9 @@ impl ToolPlugin {
         if self.offers.resources.is_none() && self.offers.prompts.is_none() {
             return Ok(listing);
         }
-        let cancel = CancelToken::default();
+        let cx = CallContext::default();
         let (resources, templates, prompts) = self
-            .run(limits, &cancel, EventSink::default(), None, async |inst| {
+            .run(limits, &cx, async |inst| {
                 let mut lists = (Vec::new(), Vec::new(), Vec::new());
                 if let Some(idx) = &self.offers.resources {
                     let guest = idx.load(&mut inst.store, &inst.instance)?;
@@ -123,18 +121,12 @@ impl ToolPlugin {
     ) -> Result<Vec<ResourceContents>, CallError> {
         let wit_cx = wit_context(cx);
         let items = self
-            .run(
-                limits,
-                &cx.cancel,
-                cx.events.clone(),
-                trace(cx),
-                async |inst| {
-                    let idx = self.offers.resources.as_ref();
-                    let guest = idx.ok_or_else(|| missing("resources"))?;
-                    let guest = guest.load(&mut inst.store, &inst.instance)?;
-                    guest.call_read(&mut inst.store, &wit_cx, uri).await
-                },
-            )
+            .run(limits, cx, async |inst| {
+                let idx = self.offers.resources.as_ref();
+                let guest = idx.ok_or_else(|| missing("resources"))?;
+                let guest = guest.load(&mut inst.store, &inst.instance)?;
+                guest.call_read(&mut inst.store, &wit_cx, uri).await
+            })
             .await?
             .map_err(|e| match e {
                 resources::ResourceError::NotFound(m) => {
@@ -177,19 +169,13 @@ impl ToolPlugin {
             .collect();
         let wit_cx = wit_context(cx);
         let result = self
-            .run(
-                limits,
-                &cx.cancel,
-                cx.events.clone(),
-                trace(cx),
-                async |inst| {
-                    let idx = self.offers.prompts.as_ref();
-                    let guest = idx.ok_or_else(|| missing("prompts"))?;
-                    let guest = guest.load(&mut inst.store, &inst.instance)?;
-                    let call = guest.call_get_prompt(&mut inst.store, &wit_cx, name, &args);
-                    call.await
-                },
-            )
+            .run(limits, cx, async |inst| {
+                let idx = self.offers.prompts.as_ref();
+                let guest = idx.ok_or_else(|| missing("prompts"))?;
+                let guest = guest.load(&mut inst.store, &inst.instance)?;
+                let call = guest.call_get_prompt(&mut inst.store, &wit_cx, name, &args);
+                call.await
+            })
             .await?
             .map_err(|e| match e {
                 prompts::PromptError::InvalidArguments(m) => {
@@ -240,16 +226,10 @@ impl ToolPlugin {
                 .collect(),
         };
         let c = self
-            .run(
-                limits,
-                &cx.cancel,
-                cx.events.clone(),
-                trace(cx),
-                async |inst| {
-                    let guest = idx.load(&mut inst.store, &inst.instance)?;
-                    guest.call_complete(&mut inst.store, &request).await
-                },
-            )
+            .run(limits, cx, async |inst| {
+                let guest = idx.load(&mut inst.store, &inst.instance)?;
+                guest.call_complete(&mut inst.store, &request).await
+            })
             .await?;
         Ok(Completions {
             values: c.values,
