@@ -10,10 +10,10 @@ HANGAR_BIN="$ROOT/target/release/hangar"
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled
 # with that world only (a component must carry just the world it exports).
-TOOL_PLUGINS=(echo everything weather misbehave abuse stuck-list http-fetch kv-counter)
+TOOL_PLUGINS=(echo everything weather wordcount csv-report misbehave abuse stuck-list http-fetch kv-counter)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper)
-EXAMPLE_PLUGINS=(echo everything weather api-key jwt redact normalize)
+EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize)
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:server)
 PY_TOOLS="$ROOT/target/py-tools"

@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod config;
 pub mod db;
+pub mod files;
 pub mod health;
 pub mod loader;
 pub mod mcp;
@@ -48,6 +49,8 @@ pub struct Hangar {
     pub facts: Arc<ArcSwap<health::Facts>>,
     /// Reload counters and the last attempt (`/healthz`, metrics).
     pub reload: Arc<reload::ReloadStatus>,
+    /// Uploads and artifacts (`[uploads]`, `[artifacts]`; a reload keeps them).
+    pub files: Arc<files::Files>,
 }
 
 /// One component as it loaded.
@@ -133,10 +136,12 @@ impl Hangar {
         let generation = loader.build(&config).await?;
         let changes = loader.changes().clone();
         let facts = health::Facts::new(generation.problems.clone(), &config);
+        let files = Arc::new(files::Files::new(&config)?);
         Ok(Hangar {
             pipeline: Live::new(
                 Pipeline::new(Arc::new(generation.catalog))
                     .with_changes(changes)
+                    .with_files(files.clone())
                     .with_metrics(Arc::new(if config.server.metrics {
                         metrics::Metrics::new()
                     } else {
@@ -145,6 +150,7 @@ impl Hangar {
             ),
             facts: Arc::new(ArcSwap::from_pointee(facts)),
             reload: Arc::default(),
+            files,
             problems: generation.problems,
             report: generation.report,
             config,

@@ -67,21 +67,33 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         mcp: mcp_state.clone(),
         http: http.clone(),
     });
+    let files = hangar.files.clone();
     let body = Arc::new(BodyLimits {
         timeout: Some(server.body_timeout).filter(|t| !t.is_zero()),
         max_bytes: server.max_body_bytes,
+        upload_bytes: files.max_upload_request().max(server.max_body_bytes),
         stats: http,
     });
+    let uploads = crate::files::http::uploads_router(Arc::new(crate::files::http::FilesState {
+        files: files.clone(),
+        mcp: mcp_state.clone(),
+        pipeline: hangar.pipeline.clone(),
+    }));
     // `[oauth]`: bearer tokens on /mcp (and REST with `rest = true`).
     let oauth = hangar
         .config
         .oauth
         .as_ref()
         .map(crate::oauth::ResourceServer::new);
+    // Uploads belong to a session, so they are guarded as /mcp is.
     let (mcp_routes, rest, metadata) = match &oauth {
-        None => (mcp::router(mcp_state.clone()), rest, Router::new()),
+        None => (
+            mcp::router(mcp_state.clone()).merge(uploads),
+            rest,
+            Router::new(),
+        ),
         Some(rs) => (
-            crate::oauth::protect(mcp::router(mcp_state.clone()), rs),
+            crate::oauth::protect(mcp::router(mcp_state.clone()).merge(uploads), rs),
             if rs.protects_rest() {
                 crate::oauth::protect(rest, rs)
             } else {
@@ -92,6 +104,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     };
     let mut guarded = Router::new()
         .merge(rest)
+        .merge(crate::files::http::artifacts_router(files))
         .route("/healthz", get(healthz).with_state(health));
     if server.metrics {
         let state = Arc::new(MetricsState {
@@ -101,6 +114,14 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         guarded = guarded.route("/metrics", get(metrics).with_state(state));
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(policy, origin_guard));
+    // /mcp checks the Host/Origin policy itself; /uploads is behind it here.
+    let mcp_routes = Router::new().merge(mcp_routes).layer(middleware::from_fn_with_state(
+        Arc::new(OriginPolicy {
+            allowed_hosts: server.allowed_hosts.clone(),
+            allowed_origins: server.allowed_origins.clone(),
+        }),
+        uploads_origin_guard,
+    ));
     let router = Router::new()
         .merge(mcp_routes)
         .merge(metadata)
@@ -114,6 +135,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
 pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
     let stats = Arc::new(HttpStats::default());
     let (app, mcp) = routes(hangar, stats.clone());
+    hangar.files.start_sweeper();
     let listener = bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let limits = ConnLimits::from_config(&hangar.config.server);
@@ -146,6 +168,8 @@ fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 struct BodyLimits {
     timeout: Option<Duration>,
     max_bytes: usize,
+    /// The limit of `POST /uploads`: a session's whole upload quota.
+    upload_bytes: usize,
     stats: Arc<HttpStats>,
 }
 
@@ -157,7 +181,12 @@ async fn read_body(State(limits): State<Arc<BodyLimits>>, req: Request, next: Ne
     if body.is_end_stream() {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let collect = Limited::new(body, limits.max_bytes).collect();
+    let max_bytes = if parts.uri.path() == "/uploads" {
+        limits.upload_bytes
+    } else {
+        limits.max_bytes
+    };
+    let collect = Limited::new(body, max_bytes).collect();
     let collected = match limits.timeout {
         None => collect.await,
         Some(timeout) => match tokio::time::timeout(timeout, collect).await {
@@ -177,10 +206,7 @@ async fn read_body(State(limits): State<Arc<BodyLimits>>, req: Request, next: Ne
         }
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => closing(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request body is over {} bytes (max_body_bytes)",
-                limits.max_bytes
-            ),
+            format!("the request body is over {max_bytes} bytes (max_body_bytes)"),
         ),
         Err(e) => closing(
             StatusCode::BAD_REQUEST,
@@ -210,6 +236,19 @@ async fn shutdown() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down");
+}
+
+/// The Host/Origin check for `/uploads`, which shares its router with
+/// `/mcp` (that one answers refusals in JSON-RPC itself).
+async fn uploads_origin_guard(
+    State(policy): State<Arc<OriginPolicy>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if req.uri().path() == "/uploads" {
+        return origin_guard(State(policy), req, next).await;
+    }
+    next.run(req).await
 }
 
 /// Refuses requests whose Host or Origin is not allowed (DNS rebinding).

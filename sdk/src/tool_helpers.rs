@@ -77,6 +77,45 @@ impl CallResult {
         self.structured_content = Some(value.to_string());
         self
     }
+
+    /// Sets `_meta[key]` of the result the client gets. The `tool` world's
+    /// result has no `_meta`, so this puts it under `_meta` at the top of
+    /// the structured content, which Hangar moves to the result's `_meta`
+    /// (a structured content of nothing else is then dropped).
+    pub fn with_meta(mut self, key: &str, value: Value) -> CallResult {
+        let mut structured = self
+            .structured_content
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let meta = structured
+            .as_object_mut()
+            .expect("an object")
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(key.to_string(), value);
+        }
+        self.structured_content = Some(structured.to_string());
+        self
+    }
+
+    /// Presenter hints for the model (`_meta["hangar/hints"]`): rules to
+    /// follow when presenting this result, and tool calls it may make next,
+    /// as `(tool, arguments, reason)`.
+    pub fn with_hints(self, rules: &[&str], suggested_calls: &[(&str, Value, &str)]) -> CallResult {
+        let calls: Vec<Value> = suggested_calls
+            .iter()
+            .map(|(tool, arguments, reason)| {
+                serde_json::json!({ "tool": tool, "arguments": arguments, "reason": reason })
+            })
+            .collect();
+        self.with_meta(
+            "hangar/hints",
+            serde_json::json!({ "rules": rules, "suggested_calls": calls }),
+        )
+    }
 }
 
 impl ContentBlock {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+mod invalidate;
 mod offered;
 mod rate;
 pub mod search;
@@ -14,6 +15,7 @@ mod stages;
 mod upstreams;
 mod uri_template;
 
+pub use invalidate::glob_match;
 pub use offered::{
     CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
 };
@@ -418,6 +420,11 @@ impl Catalog {
 
     pub fn default_auth(&self) -> Option<&AuthStage> {
         self.default_auth.as_ref()
+    }
+
+    /// Whether any tool leaves artifacts (then `resources/*` is offered).
+    pub fn produces_artifacts(&self) -> bool {
+        self.order.iter().any(|t| t.stages.produces_artifacts)
     }
 
     /// Whether any tool is shown only to some callers.

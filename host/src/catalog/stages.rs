@@ -38,6 +38,15 @@ pub struct Stages {
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
     /// OAuth scopes the caller's token must grant (`[[tools]] scopes`).
     pub scopes: Vec<String>,
+    /// Globs of the cached tools and resources a successful call makes stale.
+    pub invalidates: Vec<String>,
+    /// Arguments that take `upload://` handles: `[[tools]] consumes_uploads`,
+    /// and properties of the input schema marked `"x-hangar-upload": true`.
+    pub consumes_uploads: Vec<String>,
+    /// The call gets a writable `/artifacts` directory: `[[tools]]
+    /// produces_artifacts`, or `"x-hangar-artifacts": true` at the top of
+    /// the input schema.
+    pub produces_artifacts: bool,
 }
 
 impl Stages {
@@ -57,6 +66,25 @@ impl Stages {
             .as_ref()
             .is_none_or(|rules| claims_match(rules, principal))
     }
+}
+
+/// The arguments of a tool that take upload handles: those its `[[tools]]`
+/// entry names, and the properties its schema marks `"x-hangar-upload": true`.
+fn consumed_uploads(cfg: Option<&crate::config::ToolConfig>, schema: &Value) -> Vec<String> {
+    let mut names: Vec<String> = cfg.map(|t| t.consumes_uploads.clone()).unwrap_or_default();
+    let marked = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, p)| p.get("x-hangar-upload") == Some(&Value::Bool(true)))
+        .map(|(name, _)| name.clone());
+    for name in marked {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// Whether `principal`'s claims satisfy a `visible_to` table: every key
@@ -174,6 +202,10 @@ impl Plugins {
             validator: Some(validator),
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
             scopes: tool_cfg.map(|t| t.scopes.clone()).unwrap_or_default(),
+            invalidates: tool_cfg.map(|t| t.invalidates.clone()).unwrap_or_default(),
+            consumes_uploads: consumed_uploads(tool_cfg, schema),
+            produces_artifacts: tool_cfg.is_some_and(|t| t.produces_artifacts)
+                || schema.get("x-hangar-artifacts") == Some(&Value::Bool(true)),
         })
     }
 

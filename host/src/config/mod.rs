@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod capabilities;
+mod files;
 mod limits;
 mod oauth;
 mod offered;
@@ -20,6 +21,7 @@ mod server;
 mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
+pub use files::{ArtifactsConfig, UploadsConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::OAuthConfig;
 pub use offered::{PromptConfig, ResourceConfig};
@@ -68,6 +70,12 @@ pub struct Config {
     /// MCP servers whose tools join the catalog, by name.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// Files clients stage for tools (`POST /uploads`).
+    #[serde(default)]
+    pub uploads: UploadsConfig,
+    /// Files tools produce (`artifact://` resources, `GET /artifacts/...`).
+    #[serde(default)]
+    pub artifacts: ArtifactsConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -157,6 +165,20 @@ pub struct ToolConfig {
     /// OAuth scopes a token needs to call the tool (403 `insufficient_scope`).
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// State sync: after a successful call, the cached results of the DB
+    /// tools and resources whose names (or URIs) match one of these globs
+    /// are dropped, and the result's `_meta["hangar/invalidated"]` lists them.
+    #[serde(default)]
+    pub invalidates: Vec<String>,
+    /// Arguments that take `upload://` handles (`POST /uploads`): resolved
+    /// for the caller's session only, then handed to the tool as files (a
+    /// component) or bytes (a DB tool).
+    #[serde(default)]
+    pub consumes_uploads: Vec<String>,
+    /// The component gets a writable `/artifacts` directory for the call;
+    /// what it leaves there becomes `artifact://` resources.
+    #[serde(default)]
+    pub produces_artifacts: bool,
 }
 
 pub(crate) fn yes() -> bool {
@@ -334,6 +356,8 @@ impl Config {
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
         config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));
+        config.uploads.dir = config.uploads.dir.as_deref().map(|p| config.resolve(p));
+        config.artifacts.dir = config.artifacts.dir.as_deref().map(|p| config.resolve(p));
         let base = config.base_dir.clone();
         for connector in config.connectors.values_mut() {
             if let ConnectorConfig::Postgres(pg) = connector

@@ -120,6 +120,11 @@ impl<T> ResultCache<T> {
         self.entries.insert(key, entry);
     }
 
+    /// Drops every entry (state sync: a write made them stale).
+    pub fn clear(&self) {
+        self.entries.clear();
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

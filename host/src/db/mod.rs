@@ -59,17 +59,26 @@ impl Connector {
         }
     }
 
+    /// Runs `sql` with `params`; a parameter with bytes in `blobs` (at its
+    /// index) is bound as those bytes (a blob, a `bytea`) instead.
     async fn query(
         &self,
         sql: &str,
         params: &[Value],
+        blobs: &[Option<bytes::Bytes>],
         read_only: bool,
         max_rows: usize,
         cancel: &CancelToken,
     ) -> Result<Rows, DbFailure> {
         match self {
-            Connector::Postgres(pg) => pg.query(sql, params, read_only, max_rows, cancel).await,
-            Connector::Sqlite(lite) => lite.query(sql, params, read_only, max_rows, cancel).await,
+            Connector::Postgres(pg) => {
+                pg.query(sql, params, blobs, read_only, max_rows, cancel)
+                    .await
+            }
+            Connector::Sqlite(lite) => {
+                lite.query(sql, params, blobs, read_only, max_rows, cancel)
+                    .await
+            }
         }
     }
 }
@@ -349,6 +358,11 @@ impl DbTool {
         self.connector.as_ref().ok()
     }
 
+    /// Drops its cached results; false when it keeps none.
+    pub fn clear_cache(&self) -> bool {
+        self.cache.as_ref().map(ResultCache::clear).is_some()
+    }
+
     pub fn cache_stats(&self) -> Option<CacheStats> {
         self.cache.as_ref().map(ResultCache::stats)
     }
@@ -364,15 +378,17 @@ impl DbTool {
     }
 
     /// Runs the tool: its rows as JSON text and as `structuredContent`.
+    /// The inputs named in `blobs` (uploads) are bound as those bytes.
     pub async fn execute(
         &self,
         args: &Value,
         principal: Option<&Principal>,
         cancel: &CancelToken,
+        blobs: &std::collections::HashMap<String, bytes::Bytes>,
     ) -> Result<ToolResult, CallError> {
         let empty = Map::new();
         let served = self
-            .run(args.as_object().unwrap_or(&empty), principal, cancel)
+            .run(args.as_object().unwrap_or(&empty), principal, cancel, blobs)
             .await?;
         Ok(tool_result(&served))
     }
@@ -405,7 +421,9 @@ impl DbTool {
                 format!("invalid URI: {}", problems.join("; ")),
             ));
         }
-        let served = self.run(&args, principal, cancel).await?;
+        let served = self
+            .run(&args, principal, cancel, &Default::default())
+            .await?;
         if served.rows.rows.is_empty() {
             return Err(CallError::resource_not_found(uri));
         }
@@ -423,6 +441,7 @@ impl DbTool {
         args: &Map<String, Value>,
         principal: Option<&Principal>,
         cancel: &CancelToken,
+        blobs: &std::collections::HashMap<String, bytes::Bytes>,
     ) -> Result<Arc<Served>, CallError> {
         let args = self
             .inputs
@@ -433,6 +452,11 @@ impl DbTool {
         let statement = self.statement.as_ref().map_err(env_error)?;
         let connector = self.connector.as_ref().map_err(env_error)?;
         let params: Vec<Value> = statement.params.iter().map(|p| args[p].clone()).collect();
+        let blobs: Vec<Option<bytes::Bytes>> = if blobs.is_empty() {
+            Vec::new()
+        } else {
+            statement.params.iter().map(|p| blobs.get(p).cloned()).collect()
+        };
         let key = self
             .cache
             .as_ref()
@@ -446,6 +470,7 @@ impl DbTool {
             .query(
                 &statement.sql,
                 &params,
+                &blobs,
                 self.read_only,
                 self.max_rows,
                 cancel,
@@ -493,5 +518,6 @@ fn tool_result(served: &Served) -> ToolResult {
         content,
         structured_content: Some(json!({ "rows": rows.rows, "truncated": rows.truncated })),
         is_error: false,
+        meta: None,
     }
 }

@@ -118,6 +118,7 @@ impl Postgres {
         &self,
         sql: &str,
         params: &[Value],
+        blobs: &[Option<bytes::Bytes>],
         read_only: bool,
         max_rows: usize,
         cancel: &CancelToken,
@@ -143,13 +144,13 @@ impl Postgres {
             let rows = if read_only {
                 let (begun, rows, ended) = futures::join!(
                     client.batch_execute(READ_ONLY_BEGIN),
-                    read_rows(client, &stmt, params, max_rows),
+                    read_rows(client, &stmt, params, blobs, max_rows),
                     client.batch_execute(READ_ONLY_END),
                 );
                 begun.and(ended).map_err(query_error).and(rows)
             } else {
                 let (rows, ended) = futures::join!(
-                    read_rows(client, &stmt, params, max_rows),
+                    read_rows(client, &stmt, params, blobs, max_rows),
                     client.batch_execute(READ_WRITE_END),
                 );
                 rows.and_then(|rows| ended.map(|_| rows).map_err(query_error))
@@ -225,12 +226,14 @@ async fn read_rows(
     client: &tokio_postgres::Client,
     stmt: &Statement,
     params: &[Value],
+    blobs: &[Option<bytes::Bytes>],
     max_rows: usize,
 ) -> Result<Rows, DbFailure> {
-    let params = params
-        .iter()
-        .enumerate()
-        .map(|(index, value)| PgParam { index, value });
+    let params = params.iter().enumerate().map(|(index, value)| PgParam {
+        index,
+        value,
+        blob: blobs.get(index).and_then(Option::as_deref),
+    });
     let stream = client.query_raw(stmt, params).await.map_err(query_error)?;
     let columns: Vec<String> = stmt
         .columns()
@@ -302,6 +305,8 @@ fn error_text(e: &tokio_postgres::Error) -> String {
 struct PgParam<'a> {
     index: usize,
     value: &'a Value,
+    /// An upload's bytes, bound as they are (a `bytea`).
+    blob: Option<&'a [u8]>,
 }
 
 /// Why argument `index` could not be bound: the caller's mistake, told at
@@ -322,6 +327,9 @@ impl StdError for BindError {}
 
 impl ToSql for PgParam<'_> {
     fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        if let Some(bytes) = self.blob {
+            return bytes.to_sql(ty, out);
+        }
         bind(self.value, ty, out).map_err(|e| {
             Box::new(BindError {
                 index: self.index,

@@ -234,6 +234,7 @@ impl Sqlite {
         &self,
         sql: &str,
         params: &[Value],
+        blobs: &[Option<bytes::Bytes>],
         read_only: bool,
         max_rows: usize,
         cancel: &CancelToken,
@@ -248,7 +249,14 @@ impl Sqlite {
             _ = cancel.cancelled() => return Err(DbFailure::Cancelled),
         };
         let sql = sql.to_string();
-        let params: Vec<SqlValue> = params.iter().map(to_sql).collect();
+        let params: Vec<SqlValue> = params
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match blobs.get(i) {
+                Some(Some(bytes)) => SqlValue::Blob(bytes.to_vec()),
+                _ => to_sql(v),
+            })
+            .collect();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = StopOnDrop(stop.clone());
         let timeout = self.statement_timeout;

@@ -78,6 +78,12 @@ impl McpState {
         self.sessions.end_streams();
     }
 
+    /// Whether session `id` is live and belongs to `owner` (the subject of
+    /// the request's bearer token, if any).
+    pub fn session_exists(&self, id: &str, owner: Option<&str>) -> bool {
+        self.sessions.get(id, owner).is_some()
+    }
+
     /// How many sessions are live, and how many were forgotten.
     pub fn session_report(&self) -> SessionReport {
         self.sessions.report()
@@ -250,7 +256,8 @@ fn capabilities(st: &McpState) -> Value {
     let pipeline = st.pipeline.current();
     let offered = pipeline.catalog().offered();
     let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
-    if !offered.resources.is_empty() || !offered.templates.is_empty() {
+    let artifacts = pipeline.catalog().produces_artifacts();
+    if !offered.resources.is_empty() || !offered.templates.is_empty() || artifacts {
         caps["resources"] = json!({ "subscribe": true, "listChanged": true });
     }
     if !offered.prompts.is_empty() {

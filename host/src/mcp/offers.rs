@@ -34,7 +34,14 @@ fn listing<T: Serialize>(
 pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
-    let items = pipeline.listed_resources(principal.as_ref());
+    let mut items = pipeline.listed_resources(principal.as_ref());
+    // The session's artifacts follow (its own, or its principal's without one).
+    let subject = principal.as_ref().or(req.token.as_ref());
+    let artifacts = pipeline.listed_artifacts(
+        req.session.as_ref().map(|s| s.id.as_str()),
+        subject.map(|p| p.subject.as_str()),
+    );
+    items.extend(artifacts.iter());
     listing(req, "resources", items, st.page_size)
 }
 

@@ -36,6 +36,10 @@ impl Live {
         let next = Pipeline::new(catalog)
             .with_changes(now.changes().clone())
             .with_metrics(now.metrics().clone());
+        let next = match now.files() {
+            Some(files) => next.with_files(files.clone()),
+            None => next,
+        };
         drop(now);
         let old = self.current.swap(Arc::new(next));
         old.metrics().reloaded();

@@ -7,6 +7,7 @@ mod ask;
 mod changes;
 mod context;
 mod error;
+mod files;
 mod live;
 pub mod meta;
 mod observe;
@@ -46,6 +47,8 @@ pub struct Pipeline {
     changes: ResourceChanges,
     /// Where calls are counted and timed (one registry for the process).
     metrics: Arc<Metrics>,
+    /// Uploads and artifacts (kept across reloads); none in a bare pipeline.
+    files: Option<Arc<crate::files::Files>>,
 }
 
 impl Pipeline {
@@ -54,7 +57,14 @@ impl Pipeline {
             catalog,
             changes: ResourceChanges::default(),
             metrics: Arc::default(),
+            files: None,
         }
+    }
+
+    /// This pipeline, keeping uploads and artifacts in `files`.
+    pub fn with_files(mut self, files: Arc<crate::files::Files>) -> Pipeline {
+        self.files = Some(files);
+        self
     }
 
     /// This pipeline, counting calls in `metrics` (a reloaded pipeline keeps
@@ -167,17 +177,25 @@ impl Pipeline {
             // Inputs bound from claims never come from the caller.
             db.drop_claim_inputs(&mut args);
         }
-        let args = match &stages.validator {
+        let mut args = match &stages.validator {
             Some(v) => v.validate(args)?,
             None => args,
         };
+        // Upload handles are the caller's own, or the call goes no further.
+        let staged = self.stage_files(&tool, &mut args, cx).await?;
 
         proceed(cx, Stage::Handler)?;
-        let result = execute(&tool, &args, cx).await?;
+        let mut outcome = execute(&tool, &args, cx, &staged).await;
+        self.finish_files(&staged, &mut outcome, cx).await;
+        drop(staged);
+        let result = outcome?;
+        // State sync: a successful write makes the reads it names stale.
+        let invalidated = (!stages.invalidates.is_empty() && !result.is_error)
+            .then(|| self.catalog.invalidate(&stages.invalidates));
 
         proceed(cx, Stage::OutputMap)?;
-        match &stages.output_map {
-            None => Ok(result),
+        let mut result = match &stages.output_map {
+            None => result,
             Some(m) => {
                 let payload = json!({ "tool": name, "arguments": args, "result": result });
                 let mapped = m
@@ -193,9 +211,13 @@ impl Pipeline {
                             m.plugin.name()
                         ),
                     )
-                })
+                })?
             }
+        };
+        if let Some(invalidated) = invalidated {
+            result.set_meta(INVALIDATED_META, json!(invalidated));
         }
+        Ok(result)
     }
 }
 
@@ -247,10 +269,18 @@ fn proceed(cx: &CallContext, next: Stage) -> Result<(), CallError> {
     Ok(())
 }
 
+/// `_meta` key of the tools and resources whose cached results a call
+/// invalidated (`[[tools]] invalidates`).
+pub const INVALIDATED_META: &str = "hangar/invalidated";
+/// `_meta` key of presenter hints: `{"rules": [...], "suggested_calls":
+/// [{"tool", "arguments", "reason"}]}`, set by a tool or an output mapper.
+pub const HINTS_META: &str = "hangar/hints";
+
 async fn execute(
     tool: &CatalogTool,
     args: &Value,
     cx: &CallContext,
+    staged: &files::Staged,
 ) -> Result<ToolResult, CallError> {
     match &tool.backend {
         Backend::Wasm {
@@ -259,10 +289,20 @@ async fn execute(
             gate,
         } => {
             plugin
-                .call(cx, guest_name, args, &tool.limits, gate.as_deref())
+                .call(
+                    cx,
+                    guest_name,
+                    args,
+                    &tool.limits,
+                    gate.as_deref(),
+                    &staged.preopens(),
+                )
                 .await
         }
-        Backend::Sql(db) => db.execute(args, cx.principal.as_ref(), &cx.cancel).await,
+        Backend::Sql(db) => {
+            db.execute(args, cx.principal.as_ref(), &cx.cancel, &staged.blobs)
+                .await
+        }
         Backend::Upstream { upstream, remote } => upstream.call(remote, args, cx).await,
     }
 }

@@ -60,6 +60,15 @@ pub struct ToolResult {
     pub structured_content: Option<Value>,
     #[serde(default)]
     pub is_error: bool,
+    /// MCP's `_meta`: what Hangar tells the client besides the content
+    /// (`hangar/invalidated`, `hangar/hints`, `hangar/artifacts`), and what
+    /// an output mapper or an upstream server put there.
+    #[serde(
+        rename = "_meta",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub meta: Option<serde_json::Map<String, Value>>,
 }
 
 impl ToolResult {
@@ -71,6 +80,14 @@ impl ToolResult {
             }],
             structured_content: None,
             is_error: true,
+            meta: None,
         }
+    }
+
+    /// Sets `_meta[key]`, keeping what else `_meta` holds.
+    pub fn set_meta(&mut self, key: &str, value: Value) {
+        self.meta
+            .get_or_insert_with(Default::default)
+            .insert(key.to_string(), value);
     }
 }

@@ -253,8 +253,15 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
     }
 }
 
+/// A tool result with the trace id added to its `_meta` (which may already
+/// hold what the tool, a mapper or Hangar put there).
 fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
-    (status, Json(Traced::new(result, trace_id))).into_response()
+    if trace_id.is_empty() {
+        return (status, Json(result)).into_response();
+    }
+    let mut result = result.clone();
+    result.set_meta("_trace_id", json!(trace_id));
+    (status, Json(result)).into_response()
 }
 
 /// Asks the caller to retry a `busy` answer in a second.

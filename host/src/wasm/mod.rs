@@ -28,7 +28,7 @@ pub use auth::AuthPlugin;
 pub use cache::Origin;
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
-pub use state::PluginMeta;
+pub use state::{PluginMeta, Preopens};
 pub use tool::ToolPlugin;
 
 use cache::CompiledCache;

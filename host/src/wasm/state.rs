@@ -39,6 +39,29 @@ pub struct PluginMeta {
     pub changes: crate::pipeline::ResourceChanges,
 }
 
+/// Host folders one call's guest sees, each at its guest path: the only
+/// part of the filesystem it can reach. None by default.
+#[derive(Debug, Clone, Default)]
+pub struct Preopens {
+    dirs: Vec<(std::path::PathBuf, String, bool)>,
+}
+
+impl Preopens {
+    /// `host` mounted at `guest`, read-only.
+    pub fn read_only(&mut self, host: std::path::PathBuf, guest: &str) {
+        self.dirs.push((host, guest.to_string(), false));
+    }
+
+    /// `host` mounted at `guest`, readable and writable.
+    pub fn writable(&mut self, host: std::path::PathBuf, guest: &str) {
+        self.dirs.push((host, guest.to_string(), true));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+}
+
 /// WASI resources (streams, pollables…) one instance may hold at once; each
 /// costs host memory outside the guest's memory cap.
 const MAX_WASI_RESOURCES: usize = 10_000;
@@ -75,20 +98,44 @@ impl GuestState {
         events: EventSink,
         trace_id: Option<&str>,
     ) -> GuestState {
+        Self::with_preopens(plugin, limits, events, trace_id, &Preopens::default())
+            .expect("a context without folders cannot fail")
+    }
+
+    /// As [`GuestState::new`], with the call's folders mounted; fails when
+    /// one cannot be opened.
+    pub fn with_preopens(
+        plugin: PluginMeta,
+        limits: &crate::config::Limits,
+        events: EventSink,
+        trace_id: Option<&str>,
+        preopens: &Preopens,
+    ) -> anyhow::Result<GuestState> {
         let stderr = StderrCapture::default();
-        let wasi = WasiCtx::builder()
+        let mut builder = WasiCtx::builder();
+        builder
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .max_random_size(MAX_RANDOM_BYTES)
-            .build();
+            .max_random_size(MAX_RANDOM_BYTES);
+        for (host, guest, writable) in &preopens.dirs {
+            let perms = if *writable {
+                wasmtime_wasi::FsPerms::ReadWrite
+            } else {
+                wasmtime_wasi::FsPerms::ReadOnly
+            };
+            builder
+                .preopened_dir(host, guest, perms)
+                .map_err(|e| anyhow::anyhow!("cannot mount {guest}: {e}"))?;
+        }
+        let wasi = builder.build();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
         http.start_call(trace_id, limits.max_http_bytes);
         let kv = KvCall::new(plugin.name.clone(), plugin.kv.clone());
-        GuestState {
+        Ok(GuestState {
             kv,
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             http,
@@ -100,7 +147,7 @@ impl GuestState {
             events,
             deadline: Instant::now(),
             turn: LaneTurn::default(),
-        }
+        })
     }
 
     /// Readies a reused instance's state for its next call.
@@ -263,4 +310,22 @@ pub fn store(
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     store
+}
+
+/// [`store`], with the call's folders mounted.
+#[allow(clippy::too_many_arguments)]
+pub fn store_with(
+    engine: &wasmtime::Engine,
+    plugin: &PluginMeta,
+    limits: &crate::config::Limits,
+    cancel: &crate::pipeline::CancelToken,
+    events: EventSink,
+    trace_id: Option<&str>,
+    sched: &Arc<Scheduler>,
+    preopens: &Preopens,
+) -> anyhow::Result<wasmtime::Store<GuestState>> {
+    let state = GuestState::with_preopens(plugin.clone(), limits, events, trace_id, preopens)?;
+    let mut store = wasmtime::Store::new(engine, state);
+    super::limits::arm(&mut store, limits, cancel, sched);
+    Ok(store)
 }

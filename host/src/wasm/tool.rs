@@ -17,7 +17,7 @@ use super::bindings::tool::{Tool, ToolIndices};
 use super::limits;
 use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
-use super::state::{self, GuestState, PluginMeta};
+use super::state::{self, GuestState, PluginMeta, Preopens};
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::Limits;
 use crate::pipeline::{
@@ -107,7 +107,9 @@ impl ToolPlugin {
 
     /// Runs `call-tool` under `limits`, in a fresh instance (or, when the
     /// plugin opted in, a warm one re-armed with this call's limits). `gate`
-    /// is the plugin's or the tool's `max_concurrent` cap, if any.
+    /// is the plugin's or the tool's `max_concurrent` cap, if any. A call
+    /// with `preopens` (uploads, artifacts) always gets a fresh instance,
+    /// which is not kept: its folders are its own.
     pub async fn call(
         &self,
         cx: &CallContext,
@@ -115,13 +117,19 @@ impl ToolPlugin {
         arguments: &Value,
         limits: &Limits,
         gate: Option<&Gate>,
+        preopens: &Preopens,
     ) -> Result<ToolResult, CallError> {
         let until = Instant::now() + limits.queue_timeout;
         let _running = match gate {
             Some(gate) => Some(gate.enter(until).await?),
             None => None,
         };
-        let (mut inst, calls) = match self.take_warm() {
+        let warm = if preopens.is_empty() {
+            self.take_warm()
+        } else {
+            None
+        };
+        let (mut inst, calls) = match warm {
             Some(mut w) => {
                 let store = &mut w.instance.store;
                 store
@@ -132,7 +140,14 @@ impl ToolPlugin {
             }
             None => {
                 let inst = self
-                    .instantiate(limits, &cx.cancel, cx.events.clone(), trace(cx), until)
+                    .instantiate_with(
+                        limits,
+                        &cx.cancel,
+                        cx.events.clone(),
+                        trace(cx),
+                        until,
+                        preopens,
+                    )
                     .await?;
                 (inst, 0)
             }
@@ -151,7 +166,9 @@ impl ToolPlugin {
         cx.usage.add_fuel(limits.fuel.saturating_sub(left));
         // A trapped, timed-out or cancelled instance is never reused.
         let out = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
-        self.give_back(inst, calls + 1);
+        if preopens.is_empty() {
+            self.give_back(inst, calls + 1);
+        }
         match out {
             Ok(result) => {
                 check_output(&result, limits)?;
@@ -209,8 +226,23 @@ impl ToolPlugin {
         trace_id: Option<&str>,
         until: Instant,
     ) -> Result<Instance, CallError> {
+        let none = Preopens::default();
+        self.instantiate_with(limits, cancel, events, trace_id, until, &none)
+            .await
+    }
+
+    /// [`ToolPlugin::instantiate`], with folders mounted for the call.
+    async fn instantiate_with(
+        &self,
+        limits: &Limits,
+        cancel: &CancelToken,
+        events: EventSink,
+        trace_id: Option<&str>,
+        until: Instant,
+        preopens: &Preopens,
+    ) -> Result<Instance, CallError> {
         let slot = self.sched.slot(Pool::Tools, until, Stage::Handler).await?;
-        let mut store = state::store(
+        let mut store = state::store_with(
             self.pre.engine(),
             &self.meta,
             limits,
@@ -218,7 +250,16 @@ impl ToolPlugin {
             events,
             trace_id,
             &self.sched,
-        );
+            preopens,
+        )
+        .map_err(|e| {
+            tracing::error!(plugin = %self.meta.name, "{e}");
+            CallError::new(
+                Stage::Handler,
+                ErrorKind::Failed,
+                "the call's folders could not be mounted",
+            )
+        })?;
         let deadline = store.data().deadline;
         let out = limits::bounded(
             deadline,
@@ -343,16 +384,30 @@ fn tool_def(d: wit::ToolDefinition) -> Result<ToolDef, String> {
     })
 }
 
+/// The guest's result as MCP's. The `tool` world's result has no `_meta`:
+/// a guest that wants one (presenter hints) puts an object under `_meta` at
+/// the top of its structured content, and it is moved to the result's.
 fn call_result(r: wit::CallResult) -> Result<ToolResult, String> {
-    let structured_content = r
+    let mut structured_content = r
         .structured_content
         .map(|s| serde_json::from_str::<Value>(&s))
         .transpose()
         .map_err(|e| format!("structured content is not JSON: {e}"))?;
+    let mut meta = None;
+    if let Some(obj) = structured_content.as_mut().and_then(Value::as_object_mut)
+        && obj.get("_meta").is_some_and(Value::is_object)
+        && let Some(Value::Object(m)) = obj.remove("_meta")
+    {
+        meta = Some(m);
+        if obj.is_empty() {
+            structured_content = None;
+        }
+    }
     Ok(ToolResult {
         content: r.content.into_iter().map(content).collect(),
         structured_content,
         is_error: false,
+        meta,
     })
 }
 

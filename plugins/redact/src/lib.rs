@@ -1,5 +1,8 @@
 //! `redact`: an output mapper that masks e-mail addresses anywhere in a result
 //! and the values of keys that look secret (password, token, secret, api_key…).
+//! When it masked something it also attaches presenter hints
+//! (`_meta["hangar/hints"]`): a rule telling the model that `[redacted]`
+//! values are withheld on purpose, so it neither guesses them nor asks.
 //!
 //! Plugin config: `keys` — extra comma-separated key names to mask.
 
@@ -58,31 +61,51 @@ fn mask_emails(text: &str) -> String {
     out
 }
 
-fn redact(value: &mut Value, extra: &[String]) {
+/// Masks what must not be shown; answers how many values it masked.
+fn redact(value: &mut Value, extra: &[String]) -> usize {
     match value {
         Value::String(s) => {
             // Text content that holds JSON is redacted as JSON, keys included.
             if let Ok(mut inner @ (Value::Object(_) | Value::Array(_))) =
                 serde_json::from_str::<Value>(s)
             {
-                redact(&mut inner, extra);
+                let masked = redact(&mut inner, extra);
                 *s = inner.to_string();
+                masked
             } else if s.contains('@') {
-                *s = mask_emails(s);
+                let masked = mask_emails(s);
+                let count = masked.matches(MASK).count() - s.matches(MASK).count();
+                *s = masked;
+                count
+            } else {
+                0
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact(v, extra)),
+        Value::Array(items) => items.iter_mut().map(|v| redact(v, extra)).sum(),
         Value::Object(map) => {
+            let mut masked = 0;
             for (k, v) in map.iter_mut() {
                 if secret_key(k, extra) && !v.is_null() {
                     *v = Value::String(MASK.into());
+                    masked += 1;
                 } else {
-                    redact(v, extra);
+                    masked += redact(v, extra);
                 }
             }
+            masked
         }
-        _ => {}
+        _ => 0,
     }
+}
+
+/// The presenter hints of a result in which `masked` values were redacted.
+fn hints(masked: usize) -> Value {
+    serde_json::json!({
+        "rules": [format!(
+            "{masked} value(s) in this result were replaced by {MASK} on purpose: do not guess them, and do not ask the user for them."
+        )],
+        "suggested_calls": []
+    })
 }
 
 impl Guest for Redact {
@@ -103,9 +126,20 @@ impl Guest for Redact {
                 message: "redact is an output mapper: the payload has no result".into(),
             })?;
         // Only what the caller sees: content and structured content, not the flags.
+        let mut masked = 0;
         for key in ["content", "structuredContent"] {
             if let Some(v) = result.get_mut(key) {
-                redact(v, &extra);
+                masked += redact(v, &extra);
+            }
+        }
+        if masked > 0
+            && let Some(obj) = result.as_object_mut()
+        {
+            let meta = obj
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("hangar/hints".into(), hints(masked));
             }
         }
         Ok(result.to_string())
@@ -116,7 +150,16 @@ hangar_sdk::export_mapper!(Redact);
 
 #[cfg(test)]
 mod tests {
-    use super::mask_emails;
+    use super::{hints, mask_emails, redact};
+    use hangar_sdk::serde_json::json;
+
+    #[test]
+    fn counts_what_it_masks_for_the_hints() {
+        let mut v = json!({ "email": "a@example.com", "token": "t", "ok": "x", "text": "mail b@c.org" });
+        assert_eq!(redact(&mut v, &[]), 3);
+        assert_eq!(v["ok"], "x");
+        assert!(hints(3)["rules"][0].as_str().unwrap().starts_with("3 value(s)"));
+    }
 
     #[test]
     fn masks_addresses_and_keeps_the_rest() {

@@ -1,0 +1,249 @@
+//! `POST /uploads` and `GET /uploads` (a session's or principal's uploads),
+//! and `GET /artifacts/<area>/<id>/<name>?expires=…&sig=…` (a signed
+//! download).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::multipart::{Multipart, MultipartRejection};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::{Area, DownloadRefusal, Entry, Files, StoreError};
+use crate::mcp::McpState;
+use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+
+/// What the upload handlers share.
+pub struct FilesState {
+    pub files: Arc<Files>,
+    /// To check that a named session exists and is the caller's.
+    pub mcp: Arc<McpState>,
+    /// Its server-wide auth check says who a caller without a session is.
+    pub pipeline: Live,
+}
+
+/// `/uploads` (put behind the OAuth check when `[oauth]` is set).
+pub fn uploads_router(state: Arc<FilesState>) -> Router {
+    let limit = state.files.max_upload_request();
+    Router::new()
+        .route("/uploads", get(list).post(upload))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// `/artifacts/...`: the signature is the credential.
+pub fn artifacts_router(files: Arc<Files>) -> Router {
+    Router::new()
+        .route("/artifacts/{area}/{id}/{name}", get(download))
+        .with_state(files)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// The area of the caller: the MCP session it names (which must exist and
+/// be its own), or else the principal its bearer token or the server-wide
+/// auth check proves.
+async fn caller_area(
+    st: &FilesState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+    token: Option<Principal>,
+) -> Result<Area, Response> {
+    let subject = token.as_ref().map(|p| p.subject.as_str());
+    if let Some(sid) = headers.get("mcp-session-id") {
+        let sid = sid.to_str().unwrap_or_default();
+        if !st.mcp.session_exists(sid, subject) {
+            return Err(error(StatusCode::NOT_FOUND, "Session not found"));
+        }
+        return Area::of(Some(sid), None)
+            .ok_or_else(|| error(StatusCode::BAD_REQUEST, "malformed Mcp-Session-Id"));
+    }
+    let principal = match token {
+        Some(p) => Some(p),
+        None => default_principal(st, headers, client).await,
+    };
+    principal
+        .and_then(|p| Area::of(None, Some(&p.subject)))
+        .ok_or_else(|| {
+            error(
+                StatusCode::UNAUTHORIZED,
+                "uploads need an MCP session (the Mcp-Session-Id header of an initialized session) or an authenticated caller",
+            )
+        })
+}
+
+/// Who the server-wide `[auth]` check says is calling, if there is one and
+/// it accepts.
+async fn default_principal(
+    st: &FilesState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+) -> Option<Principal> {
+    let pipeline = st.pipeline.current();
+    let auth = pipeline.catalog().default_auth()?;
+    let mut cx = CallContext::new(None);
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "POST",
+        "/uploads",
+        headers,
+        Some(client),
+    )));
+    auth.plugin
+        .authenticate("", &auth.policy, &cx, &auth.limits)
+        .await
+        .ok()
+}
+
+fn described(files: &[Arc<Entry>]) -> Value {
+    let items: Vec<Value> = files
+        .iter()
+        .map(|e| {
+            json!({
+                "handle": e.upload_handle(),
+                "name": e.name,
+                "size": e.size,
+                "mimeType": e.mime_type,
+                "expiresIn": e.expires_in(),
+            })
+        })
+        .collect();
+    json!({ "uploads": items })
+}
+
+/// `POST /uploads`: every file part of a `multipart/form-data` body is
+/// stored, or none is. Each part needs a filename; other fields are refused.
+async fn upload(
+    State(st): State<Arc<FilesState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Option<axum::Extension<Principal>>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Response {
+    let area = match caller_area(&st, &headers, client, token.map(|t| t.0)).await {
+        Ok(area) => area,
+        Err(response) => return response,
+    };
+    let mut multipart = match multipart {
+        Ok(m) => m,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("POST /uploads takes multipart/form-data: {e}"),
+            );
+        }
+    };
+    let mut parts = Vec::new();
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(field)) => field,
+            Ok(None) => break,
+            Err(e) => {
+                return error(
+                    e.status(),
+                    format!("cannot read the multipart body ({e}); nothing was stored"),
+                );
+            }
+        };
+        let index = parts.len() + 1;
+        let Some(name) = field.file_name().map(str::to_string) else {
+            let field_name = field.name().unwrap_or("").to_string();
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "part {index} ({field_name:?}) is not a file (it has no filename); nothing was stored"
+                ),
+            );
+        };
+        match field.bytes().await {
+            Ok(bytes) => parts.push((name, bytes)),
+            Err(e) => {
+                return error(
+                    e.status(),
+                    format!("cannot read part {index} ({name:?}): {e}; nothing was stored"),
+                );
+            }
+        }
+    }
+    match st.files.store_uploads(&area, parts).await {
+        Ok(stored) => (StatusCode::CREATED, Json(described(&stored))).into_response(),
+        Err(StoreError::Invalid(m)) => error(
+            StatusCode::BAD_REQUEST,
+            format!("{m}; nothing was stored"),
+        ),
+        Err(StoreError::Quota(m)) => error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{m}; nothing was stored"),
+        ),
+        Err(StoreError::Io(m)) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
+    }
+}
+
+/// `GET /uploads`: the caller's live uploads.
+async fn list(
+    State(st): State<Arc<FilesState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    token: Option<axum::Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
+    match caller_area(&st, &headers, client, token.map(|t| t.0)).await {
+        Ok(area) => Json(described(&st.files.uploads_of(&area))).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// `GET /artifacts/<area>/<id>/<name>?expires=<unix seconds>&sig=<hex>`.
+async fn download(
+    State(files): State<Arc<Files>>,
+    Path((area, id, name)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let expires = query.get("expires").and_then(|e| e.parse::<u64>().ok());
+    let (Some(expires), Some(sig)) = (expires, query.get("sig")) else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "a download URL needs its expires and sig parameters",
+        );
+    };
+    let entry = match files.verify_download(&area, &id, &name, expires, sig) {
+        Ok(entry) => entry,
+        Err(DownloadRefusal::BadSignature) => {
+            return error(StatusCode::FORBIDDEN, "the download URL's signature is wrong");
+        }
+        Err(DownloadRefusal::Expired) => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "the download URL has expired; read the artifact again for a new one",
+            );
+        }
+        Err(DownloadRefusal::Gone) => {
+            return error(StatusCode::NOT_FOUND, "the artifact has expired or is gone");
+        }
+    };
+    match super::read(entry.path()).await {
+        Ok(bytes) => (
+            [
+                (CONTENT_TYPE, entry.mime_type.clone()),
+                (
+                    CONTENT_DISPOSITION,
+                    format!(
+                        "attachment; filename*=UTF-8''{}",
+                        super::percent_encode(&entry.name)
+                    ),
+                ),
+                (CACHE_CONTROL, "private, no-store".to_string()),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => error(StatusCode::NOT_FOUND, "the artifact has expired or is gone"),
+    }
+}
