@@ -115,13 +115,15 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     }
     let guarded = guarded.layer(middleware::from_fn_with_state(policy, origin_guard));
     // /mcp checks the Host/Origin policy itself; /uploads is behind it here.
-    let mcp_routes = Router::new().merge(mcp_routes).layer(middleware::from_fn_with_state(
-        Arc::new(OriginPolicy {
-            allowed_hosts: server.allowed_hosts.clone(),
-            allowed_origins: server.allowed_origins.clone(),
-        }),
-        uploads_origin_guard,
-    ));
+    let mcp_routes = Router::new()
+        .merge(mcp_routes)
+        .layer(middleware::from_fn_with_state(
+            Arc::new(OriginPolicy {
+                allowed_hosts: server.allowed_hosts.clone(),
+                allowed_origins: server.allowed_origins.clone(),
+            }),
+            uploads_origin_guard,
+        ));
     let router = Router::new()
         .merge(mcp_routes)
         .merge(metadata)

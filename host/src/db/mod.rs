@@ -455,7 +455,11 @@ impl DbTool {
         let blobs: Vec<Option<bytes::Bytes>> = if blobs.is_empty() {
             Vec::new()
         } else {
-            statement.params.iter().map(|p| blobs.get(p).cloned()).collect()
+            statement
+                .params
+                .iter()
+                .map(|p| blobs.get(p).cloned())
+                .collect()
         };
         let key = self
             .cache

@@ -175,10 +175,9 @@ async fn upload(
     }
     match st.files.store_uploads(&area, parts).await {
         Ok(stored) => (StatusCode::CREATED, Json(described(&stored))).into_response(),
-        Err(StoreError::Invalid(m)) => error(
-            StatusCode::BAD_REQUEST,
-            format!("{m}; nothing was stored"),
-        ),
+        Err(StoreError::Invalid(m)) => {
+            error(StatusCode::BAD_REQUEST, format!("{m}; nothing was stored"))
+        }
         Err(StoreError::Quota(m)) => error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("{m}; nothing was stored"),
@@ -216,7 +215,10 @@ async fn download(
     let entry = match files.verify_download(&area, &id, &name, expires, sig) {
         Ok(entry) => entry,
         Err(DownloadRefusal::BadSignature) => {
-            return error(StatusCode::FORBIDDEN, "the download URL's signature is wrong");
+            return error(
+                StatusCode::FORBIDDEN,
+                "the download URL's signature is wrong",
+            );
         }
         Err(DownloadRefusal::Expired) => {
             return error(

@@ -85,7 +85,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name == "." || name == ".." || name.starts_with('.') {
         return Err(format!("file name {name:?} may not start with a dot"));
     }
-    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
+    if name
+        .chars()
+        .any(|c| c == '/' || c == '\\' || c.is_control())
+    {
         return Err(format!(
             "file name {name:?} may not hold slashes or control characters"
         ));
@@ -817,7 +820,10 @@ mod tests {
         let f = files(&dir);
         let a = Area::of(Some("s1"), None).unwrap();
         let err = f
-            .store_uploads(&a, vec![part("ok.txt", b"hello"), part("big.txt", &[0; 11])])
+            .store_uploads(
+                &a,
+                vec![part("ok.txt", b"hello"), part("big.txt", &[0; 11])],
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Quota(m) if m.contains("max_file_bytes")));
@@ -837,7 +843,10 @@ mod tests {
         assert_eq!(f.resolve_upload(Some(&a), &handle).unwrap().size, 3);
         let other = Area::of(Some("s2"), None).unwrap();
         let refused = f.resolve_upload(Some(&other), &handle).unwrap_err();
-        assert!(refused.contains("not an upload of this session"), "{refused}");
+        assert!(
+            refused.contains("not an upload of this session"),
+            "{refused}"
+        );
         assert!(f.resolve_upload(None, &handle).is_err());
         // Two files held, a quota of three: two more are refused whole.
         let over = f
@@ -864,7 +873,10 @@ mod tests {
         assert_eq!(e.mime_type, "text/csv");
         let uri = e.artifact_uri();
         assert!(f.artifact(Some(&a), &uri).is_some());
-        assert!(f.artifact(Area::of(Some("x"), None).as_ref(), &uri).is_none());
+        assert!(
+            f.artifact(Area::of(Some("x"), None).as_ref(), &uri)
+                .is_none()
+        );
         let path = f.download_path(e);
         let query = path.split_once('?').unwrap().1;
         let mut expires = 0;

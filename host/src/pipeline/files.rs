@@ -118,9 +118,9 @@ impl Pipeline {
                         }
                     }
                     Backend::Sql(_) => {
-                        let bytes = crate::files::read(entry.path()).await.map_err(|_| {
-                            invalid(format!("{arg}: {handle}: the upload is gone"))
-                        })?;
+                        let bytes = crate::files::read(entry.path())
+                            .await
+                            .map_err(|_| invalid(format!("{arg}: {handle}: the upload is gone")))?;
                         staged.blobs.insert(arg.clone(), bytes.into());
                     }
                     Backend::Upstream { .. } => {

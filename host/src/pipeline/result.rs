@@ -63,11 +63,7 @@ pub struct ToolResult {
     /// MCP's `_meta`: what Hangar tells the client besides the content
     /// (`hangar/invalidated`, `hangar/hints`, `hangar/artifacts`), and what
     /// an output mapper or an upstream server put there.
-    #[serde(
-        rename = "_meta",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Map<String, Value>>,
 }
 

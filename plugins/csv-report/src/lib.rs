@@ -8,7 +8,9 @@
 //! a signed download URL. The result also carries presenter hints
 //! (`_meta["hangar/hints"]`): how to show it, and what to call next.
 
-use hangar_sdk::{CallContext, CallResult, Tool, ToolDefinition, ToolError, Value, json, parse_args};
+use hangar_sdk::{
+    CallContext, CallResult, Tool, ToolDefinition, ToolError, Value, json, parse_args,
+};
 use serde::Deserialize;
 
 struct CsvReport;
@@ -45,7 +47,10 @@ fn csv(rows: &[serde_json::Map<String, Value>]) -> String {
         }
     }
     let mut out = String::new();
-    let header: Vec<String> = columns.iter().map(|c| field(&Value::String((*c).clone()))).collect();
+    let header: Vec<String> = columns
+        .iter()
+        .map(|c| field(&Value::String((*c).clone())))
+        .collect();
     out.push_str(&header.join(","));
     out.push_str("\r\n");
     for row in rows {
@@ -79,7 +84,11 @@ impl Tool for CsvReport {
         ]
     }
 
-    fn call_tool(_cx: CallContext, name: String, arguments: String) -> Result<CallResult, ToolError> {
+    fn call_tool(
+        _cx: CallContext,
+        name: String,
+        arguments: String,
+    ) -> Result<CallResult, ToolError> {
         if name != "csv_report" {
             return Err(ToolError::new(format!("unknown tool {name}")));
         }
@@ -94,7 +103,11 @@ impl Tool for CsvReport {
                 "cannot write /artifacts/{filename} (is produces_artifacts set for this tool?): {e}"
             ))
         })?;
-        let summary = format!("Wrote {filename}: {} rows, {} bytes", args.rows.len(), text.len());
+        let summary = format!(
+            "Wrote {filename}: {} rows, {} bytes",
+            args.rows.len(),
+            text.len()
+        );
         Ok(CallResult::text(summary).with_hints(
             &[
                 "The report is attached as a resource link: give the user its download URL from _meta[\"hangar/artifacts\"] rather than pasting the rows.",
@@ -116,8 +129,13 @@ mod tests {
 
     #[test]
     fn fields_are_quoted_when_they_must_be() {
-        let rows: Vec<serde_json::Map<String, Value>> =
-            serde_json::from_value(json!([{ "a": 1, "b": "x,y" }, { "b": "say \"hi\"", "c": null }])).unwrap();
-        assert_eq!(csv(&rows), "a,b,c\r\n1,\"x,y\",\r\n,\"say \"\"hi\"\"\",\r\n");
+        let rows: Vec<serde_json::Map<String, Value>> = serde_json::from_value(
+            json!([{ "a": 1, "b": "x,y" }, { "b": "say \"hi\"", "c": null }]),
+        )
+        .unwrap();
+        assert_eq!(
+            csv(&rows),
+            "a,b,c\r\n1,\"x,y\",\r\n,\"say \"\"hi\"\"\",\r\n"
+        );
     }
 }

@@ -155,10 +155,16 @@ mod tests {
 
     #[test]
     fn counts_what_it_masks_for_the_hints() {
-        let mut v = json!({ "email": "a@example.com", "token": "t", "ok": "x", "text": "mail b@c.org" });
+        let mut v =
+            json!({ "email": "a@example.com", "token": "t", "ok": "x", "text": "mail b@c.org" });
         assert_eq!(redact(&mut v, &[]), 3);
         assert_eq!(v["ok"], "x");
-        assert!(hints(3)["rules"][0].as_str().unwrap().starts_with("3 value(s)"));
+        assert!(
+            hints(3)["rules"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("3 value(s)")
+        );
     }
 
     #[test]

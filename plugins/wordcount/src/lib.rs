@@ -26,7 +26,11 @@ fn walk(dir: &str, out: &mut Vec<String>) {
         if out.len() >= 100 {
             return;
         }
-        let path = format!("{}/{}", dir.trim_end_matches('/'), entry.file_name().to_string_lossy());
+        let path = format!(
+            "{}/{}",
+            dir.trim_end_matches('/'),
+            entry.file_name().to_string_lossy()
+        );
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             walk(&path, out);
         } else {
@@ -60,7 +64,11 @@ impl Tool for WordCount {
         ]
     }
 
-    fn call_tool(_cx: CallContext, name: String, arguments: String) -> Result<CallResult, ToolError> {
+    fn call_tool(
+        _cx: CallContext,
+        name: String,
+        arguments: String,
+    ) -> Result<CallResult, ToolError> {
         if name != "wordcount" {
             return Err(ToolError::new(format!("unknown tool {name}")));
         }
@@ -76,8 +84,13 @@ impl Tool for WordCount {
             let line_count = text.lines().count();
             total_words += words;
             total_bytes += bytes.len();
-            lines.push(format!("{path}: {words} words, {line_count} lines, {} bytes", bytes.len()));
-            counted.push(json!({ "path": path, "words": words, "lines": line_count, "bytes": bytes.len() }));
+            lines.push(format!(
+                "{path}: {words} words, {line_count} lines, {} bytes",
+                bytes.len()
+            ));
+            counted.push(
+                json!({ "path": path, "words": words, "lines": line_count, "bytes": bytes.len() }),
+            );
         }
         // What the sandbox shows: the mounted folders and their files.
         let folders: Vec<_> = wasip2::filesystem::preopens::get_directories()
