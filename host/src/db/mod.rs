@@ -493,5 +493,6 @@ fn tool_result(served: &Served) -> ToolResult {
         content,
         structured_content: Some(json!({ "rows": rows.rows, "truncated": rows.truncated })),
         is_error: false,
+        meta: None,
     }
 }

@@ -92,6 +92,7 @@ fn json_result(value: Value) -> ToolResult {
         }],
         structured_content: Some(value),
         is_error: false,
+        meta: None,
     }
 }
 

@@ -60,6 +60,10 @@ pub struct ToolResult {
     pub structured_content: Option<Value>,
     #[serde(default)]
     pub is_error: bool,
+    /// The result's `_meta`: an upstream MCP server's, passed on (a surface
+    /// adds its own keys, which win).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Map<String, Value>>,
 }
 
 impl ToolResult {
@@ -71,6 +75,7 @@ impl ToolResult {
             }],
             structured_content: None,
             is_error: true,
+            meta: None,
         }
     }
 }

@@ -157,7 +157,8 @@ async fn describe(
     }
 }
 
-/// A result with the trace id in `_meta` (no `_meta` without one).
+/// A result with the trace id in `_meta` (no `_meta` without one), merged
+/// with the `_meta` the result has (an upstream's): Hangar's keys win.
 #[derive(Serialize)]
 struct Traced<'a, T> {
     #[serde(flatten)]
@@ -173,6 +174,19 @@ impl<'a, T: Serialize> Traced<'a, T> {
             meta: (!trace_id.is_empty()).then(|| json!({ "_trace_id": trace_id })),
         }
     }
+}
+
+/// A tool's result with the trace id added to its `_meta`.
+fn traced_result(result: &ToolResult, trace_id: &str) -> Value {
+    let mut meta = result.meta.clone().unwrap_or_default();
+    if !trace_id.is_empty() {
+        meta.insert("_trace_id".into(), json!(trace_id));
+    }
+    let mut value = json!(result);
+    if !meta.is_empty() {
+        value["_meta"] = Value::Object(meta);
+    }
+    value
 }
 
 /// Preconditions in order: execution allowed, tool known, body (non-JSON is
@@ -254,7 +268,7 @@ fn call_error(e: &CallError, trace_id: &str) -> Response {
 }
 
 fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
-    (status, Json(Traced::new(result, trace_id))).into_response()
+    (status, Json(traced_result(result, trace_id))).into_response()
 }
 
 /// Asks the caller to retry a `busy` answer in a second.

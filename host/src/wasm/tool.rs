@@ -353,6 +353,7 @@ fn call_result(r: wit::CallResult) -> Result<ToolResult, String> {
         content: r.content.into_iter().map(content).collect(),
         structured_content,
         is_error: false,
+        meta: None,
     })
 }
 
