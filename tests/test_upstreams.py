@@ -18,27 +18,37 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 class Upstream:
-    """One FastMCP process on a fixed port; it can be killed and started again."""
+    """One FastMCP process on a fixed port; it can be killed and started again.
+    `tls`: (certificate file, key file) to serve HTTPS with."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, tls=None):
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.tls = tls
+        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.url = self.base + "/mcp"
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), str(self.port)],
+        tls = [str(f) for f in self.tls] if self.tls else []
+        self.proc = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), str(self.port), *tls],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def up():
             assert self.proc.poll() is None, "the upstream server exited"
             try:
-                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1)
+                httpx.get(self.base + "/", timeout=1, verify=False)
                 return True
             except httpx.TransportError:
                 return False
 
         wait_for(up, 30, "the upstream MCP server")
         return self
+
+    def side(self, method, path):
+        """One of the test server's side routes (not MCP)."""
+        r = httpx.request(method, self.base + path, timeout=10, verify=False)
+        assert r.status_code == 200, r.text
+        return r.json()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -50,8 +60,8 @@ class Upstream:
 def upstreams():
     started = []
 
-    def start(port=None):
-        u = Upstream(port).start()
+    def start(port=None, tls=None):
+        u = Upstream(port, tls).start()
         started.append(u)
         return u
 

@@ -151,7 +151,8 @@ impl Loader {
         for failure in &discovery.failures {
             tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
         }
-        let mut built = Catalog::build(config, discovery).await?;
+        // Upstreams trust what guests' HTTPS trusts: the system roots and `[http] extra_ca`.
+        let mut built = Catalog::build(config, discovery, self.client.tls()).await?;
         built.problems.append(&mut meta_problems);
         Ok(Generation {
             catalog: built.catalog,

@@ -1,13 +1,22 @@
-"""An upstream MCP server for tests/test_upstreams.py: the official Python SDK's
-FastMCP (mcp<2) over Streamable HTTP, on the port given as argv[1].
+"""An upstream MCP server for tests/test_upstreams*.py: the official Python SDK's
+FastMCP (mcp<2) over Streamable HTTP under uvicorn, on the port given as argv[1]
+(HTTPS with the certificate and key files given as argv[2] and argv[3]).
 
 Tools: add, echo, fail (an isError result), needs_auth (a JSON-RPC error the SDK
 raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
-traceparent and session id it was called with), ask_name (elicits a name)."""
+traceparent and session id it was called with), ask_name (elicits a name),
+add_tool / remove_tool (change the tool list and say so with
+notifications/tools/list_changed on that call's stream), with_meta (a result
+with its own _meta).
+
+Side routes for the tests (around FastMCP's app, not MCP): GET /_test/deletes
+lists the session ids DELETE /mcp was sent for; POST /_test/add/NAME adds a
+tool NAME without telling anyone (for the periodic refresh)."""
 
 import asyncio
+import json
 import sys
 
 from pydantic import BaseModel
@@ -111,5 +120,69 @@ def whoami(ctx: Context) -> dict:
             "session": request.headers.get("mcp-session-id")}
 
 
+def added(name: str):
+    """A tool added at run time: answers with its own name."""
+    def run() -> str:
+        return f"{name} ran"
+    return run
+
+
+@mcp.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Adds a tool called `name` and says the list changed."""
+    mcp.add_tool(added(name), name=name, description=f"Added at run time: {name}.")
+    await ctx.session.send_notification(
+        types.ServerNotification(types.ToolListChangedNotification()),
+        related_request_id=ctx.request_id)
+    return "added"
+
+
+@mcp.tool()
+async def remove_tool(name: str, ctx: Context) -> str:
+    """Removes the tool called `name` and says the list changed."""
+    mcp.remove_tool(name)
+    await ctx.session.send_notification(
+        types.ServerNotification(types.ToolListChangedNotification()),
+        related_request_id=ctx.request_id)
+    return "removed"
+
+
+@mcp.tool()
+def with_meta() -> types.CallToolResult:
+    """A result carrying its own _meta (one key Hangar also sets)."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text="has meta")],
+        _meta={"io.example/source": "upstream", "_trace_id": "from-upstream"})
+
+
+DELETES = []
+
+
+async def respond(send, status, body):
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def observed(app):
+    """FastMCP's app, recording DELETEs and answering the side routes."""
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http":
+            path, method = scope["path"], scope["method"]
+            if path == "/_test/deletes":
+                return await respond(send, 200, DELETES)
+            if path.startswith("/_test/add/") and method == "POST":
+                name = path.removeprefix("/_test/add/")
+                mcp.add_tool(added(name), name=name, description=f"Added quietly: {name}.")
+                return await respond(send, 200, "added")
+            if method == "DELETE":
+                DELETES.append(dict(scope["headers"]).get(b"mcp-session-id", b"").decode())
+        await app(scope, receive, send)
+    return wrapped
+
+
 if __name__ == "__main__":
-    mcp.run(transport="streamable-http")
+    import uvicorn
+    tls = {"ssl_certfile": sys.argv[2], "ssl_keyfile": sys.argv[3]} if len(sys.argv) > 3 else {}
+    uvicorn.run(observed(mcp.streamable_http_app()), host="127.0.0.1", port=port,
+                log_level="warning", **tls)

@@ -99,14 +99,21 @@ pub struct Catalog {
     mode: CatalogMode,
     /// The server-wide auth check: who is asking, for per-principal listings.
     default_auth: Option<AuthStage>,
-    /// Resources, templates and prompts.
-    offered: Offered,
+    /// Resources, templates and prompts (shared with the catalogs an
+    /// upstream refresh derives from this one).
+    offered: Arc<Offered>,
     /// Upstream MCP servers whose tools are in the catalog.
     upstreams: Vec<Arc<crate::upstream::Upstream>>,
     /// Bumped when an upstream's tool list changes.
     upstream_changes: Arc<crate::upstream::ToolChanges>,
+    /// The value of `upstream_changes` the upstream entries were taken at.
+    upstream_seen: std::sync::atomic::AtomicU64,
     /// What happens when a tool's definition changes under a live session.
     pinning: crate::config::Pinning,
+    /// The auth and mapper plugins, and the server's rate limiter: what the
+    /// entries of tools an upstream adds later are wired with.
+    plugins: Arc<Plugins>,
+    server_limiter: Option<Arc<Limiter>>,
 }
 
 /// A catalog and the problems met while building it.
@@ -118,10 +125,17 @@ pub struct Built {
 }
 
 impl Catalog {
-    /// Asks every tool plugin for its tools. Two tools with one name is an
-    /// error naming both files; other problems are returned for reporting.
-    pub async fn build(config: &Config, discovery: Discovery) -> anyhow::Result<Built> {
+    /// Asks every tool plugin and upstream for its tools. Two tools with one
+    /// name is an error naming both files (an upstream's tool that takes a
+    /// name already in use is a problem); other problems are returned for
+    /// reporting. Upstreams are reached over `upstream_tls` for `https://`.
+    pub async fn build(
+        config: &Config,
+        discovery: Discovery,
+        upstream_tls: &rustls::ClientConfig,
+    ) -> anyhow::Result<Built> {
         let mut catalog = Catalog::default();
+        let mut offered = Offered::default();
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
         let mut problems = discovery.failures;
@@ -150,9 +164,7 @@ impl Catalog {
                 .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name())));
             match offers {
                 Ok(listing) => {
-                    let errors = catalog
-                        .offered
-                        .add_listing(config, &plugins, &plugin, listing);
+                    let errors = offered.add_listing(config, &plugins, &plugin, listing);
                     problems.extend(errors.into_iter().map(|error| LoadFailure {
                         path: loaded_path.clone(),
                         error,
@@ -252,35 +264,46 @@ impl Catalog {
             })?;
         }
         for cfg in config.resources.iter().filter(|r| r.statement.is_some()) {
-            let problem =
-                catalog
-                    .offered
-                    .add_db_resource(config, &plugins, cfg, &connectors, &env)?;
+            let problem = offered.add_db_resource(config, &plugins, cfg, &connectors, &env)?;
             problems.extend(problem.map(|error| LoadFailure {
                 path: PathBuf::from(format!("resources.{}", cfg.key())),
                 error,
             }));
         }
+        catalog.offered = Arc::new(offered);
+        catalog.plugins = Arc::new(plugins);
+        catalog.server_limiter = server_limiter;
         catalog
-            .add_upstreams(config, &plugins, &server_limiter, &mut problems)
-            .await?;
+            .add_upstreams(config, upstream_tls, &mut problems)
+            .await;
         catalog.pinning = config.server.pinning;
         problems.extend(catalog.config_problems(config, &loaded_names));
-        catalog.default_auth = plugins
+        catalog.default_auth = catalog
+            .plugins
             .default_auth(config)
             .map_err(|e| anyhow::anyhow!(e))?;
         catalog.mode = config.server.catalog;
-        catalog.search = Some(search::ToolSearch::new(catalog.order.iter().map(|t| {
+        catalog.index();
+        Ok(Built { catalog, problems })
+    }
+
+    /// Builds the search index over the tools as they are now.
+    fn index(&mut self) {
+        self.search = Some(search::ToolSearch::new(self.order.iter().map(|t| {
             (
                 t.def.name.as_str(),
                 t.def.title.as_deref(),
                 t.def.description.as_str(),
             )
         })));
-        Ok(Built { catalog, problems })
     }
 
     fn insert(&mut self, tool: CatalogTool) -> anyhow::Result<()> {
+        self.insert_shared(Arc::new(tool))
+    }
+
+    /// Adds an entry (perhaps one an earlier catalog holds too).
+    fn insert_shared(&mut self, tool: Arc<CatalogTool>) -> anyhow::Result<()> {
         if let Some(existing) = self.by_name.get(&tool.def.name) {
             anyhow::bail!(
                 "tool {:?} is defined twice: in {} and in {}",
@@ -289,7 +312,6 @@ impl Catalog {
                 tool.source.display()
             );
         }
-        let tool = Arc::new(tool);
         self.by_name.insert(tool.def.name.clone(), tool.clone());
         self.order.push(tool);
         Ok(())

@@ -13,6 +13,7 @@ use crate::pipeline::{ArgsValidator, Principal};
 use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
 /// The auth stage of a tool.
+#[derive(Clone)]
 pub struct AuthStage {
     pub plugin: Arc<AuthPlugin>,
     /// The tool's `auth.policy`, as JSON text.
@@ -120,6 +121,7 @@ pub fn granted_scopes(principal: &Principal) -> Vec<&str> {
 }
 
 /// The auth and mapper plugins that loaded, by name.
+#[derive(Default)]
 pub struct Plugins {
     auth: HashMap<String, Arc<AuthPlugin>>,
     mappers: HashMap<String, Arc<MapperPlugin>>,

@@ -3,18 +3,26 @@
 //! and annotations, and get stages (auth, mappers, `visible_to`, the input
 //! check) from `[[tools]]` like any other tool.
 //!
+//! When an upstream's list changes later (its `notifications/tools/list_changed`,
+//! or the periodic `refresh`), the reloader puts in service a catalog
+//! derived from this one ([`Catalog::with_upstream_tools`]): the same
+//! plugins, offers and upstreams, each upstream's tools as it lists them
+//! now. Sessions hear `notifications/tools/list_changed` as after a reload.
+//!
 //! An upstream that cannot be reached at build time is a problem (`hangar
-//! check` fails, `/healthz` is degraded) and brings no tools until the
-//! catalog is built again. An upstream that goes down later keeps its
-//! tools listed: calls fail fast with stage `upstream` while its breaker
-//! is open, so a client's tool list does not flap with the network.
+//! check` fails, `/healthz` is degraded) and brings no tools until it
+//! answers (it is asked again every few seconds). An upstream that goes
+//! down later keeps its tools listed: calls fail fast with stage `upstream`
+//! while its breaker is open, so a client's tool list does not flap with
+//! the network.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::stages::Plugins;
-use super::{Backend, Catalog, CatalogTool, Limiter, RateLimits, ToolDef, tool_limiter};
+use super::{Backend, Catalog, CatalogTool, RateLimits, ToolDef, tool_limiter};
 use crate::config::Config;
 use crate::upstream::Upstream;
 use crate::wasm::LoadFailure;
@@ -24,33 +32,91 @@ impl Catalog {
     pub(super) async fn add_upstreams(
         &mut self,
         config: &Config,
-        plugins: &Plugins,
-        server_limiter: &Option<Arc<Limiter>>,
+        tls: &rustls::ClientConfig,
         problems: &mut Vec<LoadFailure>,
-    ) -> anyhow::Result<()> {
+    ) {
         let env = |var: &str| std::env::var(var).ok();
         let mut upstreams = Vec::new();
         for (name, cfg) in &config.upstreams {
-            let path = PathBuf::from(format!("upstreams.{name}"));
             match cfg.resolve(name, &env) {
                 Ok(resolved) => {
                     let changes = self.upstream_changes.clone();
-                    upstreams.push((path, Upstream::new(resolved, changes)))
+                    upstreams.push(Upstream::new(resolved, changes, tls.clone()))
                 }
-                Err(error) => problems.push(LoadFailure { path, error }),
+                Err(error) => problems.push(LoadFailure {
+                    path: PathBuf::from(format!("upstreams.{name}")),
+                    error,
+                }),
             }
         }
-        let listed = futures::future::join_all(upstreams.iter().map(|(_, u)| u.refresh())).await;
-        for ((path, upstream), listed) in upstreams.into_iter().zip(listed) {
+        // Failures are kept by each upstream (see `Upstream::listing_error`).
+        futures::future::join_all(upstreams.iter().map(|u| u.refresh())).await;
+        self.upstream_seen
+            .store(*self.upstream_changes.borrow(), Ordering::Release);
+        for upstream in upstreams {
             upstream.spawn_refresh();
-            self.upstreams.push(upstream.clone());
-            if let Err(error) = listed {
-                problems.push(LoadFailure { path, error });
-                continue;
+            self.add_upstream_tools(config, &upstream, None, problems);
+            self.upstreams.push(upstream);
+        }
+    }
+
+    /// A catalog like this one, with each upstream's tools as it lists them
+    /// now, and the problems of its upstreams (listing failures, entries
+    /// that could not be made) to report instead of theirs before. Entries
+    /// whose definition did not change are kept as they are (their rate
+    /// limits' state with them).
+    pub fn with_upstream_tools(&self, config: &Config) -> (Catalog, Vec<LoadFailure>) {
+        let mut next = Catalog {
+            by_name: HashMap::new(),
+            order: Vec::new(),
+            search: None,
+            mode: self.mode,
+            default_auth: self.default_auth.clone(),
+            offered: self.offered.clone(),
+            upstreams: self.upstreams.clone(),
+            upstream_changes: self.upstream_changes.clone(),
+            // Read before the lists are: a change meanwhile is taken again.
+            upstream_seen: (*self.upstream_changes.borrow()).into(),
+            pinning: self.pinning,
+            plugins: self.plugins.clone(),
+            server_limiter: self.server_limiter.clone(),
+        };
+        for tool in &self.order {
+            if !matches!(tool.backend, Backend::Upstream { .. }) {
+                next.insert_shared(tool.clone())
+                    .expect("names were unique in the catalog it comes from");
             }
-            for (remote, def) in upstream.tools().iter() {
-                let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
-                    Ok(stages) => stages,
+        }
+        let mut problems = Vec::new();
+        for upstream in &self.upstreams {
+            next.add_upstream_tools(config, upstream, Some(self), &mut problems);
+        }
+        next.index();
+        (next, problems)
+    }
+
+    /// Adds `upstream`'s tools as it lists them now; an entry of `previous`
+    /// with the same definition is reused.
+    fn add_upstream_tools(
+        &mut self,
+        config: &Config,
+        upstream: &Arc<Upstream>,
+        previous: Option<&Catalog>,
+        problems: &mut Vec<LoadFailure>,
+    ) {
+        let path = PathBuf::from(format!("upstreams.{}", upstream.name));
+        if let Some(error) = upstream.listing_error() {
+            problems.push(LoadFailure { path, error });
+            return;
+        }
+        for (remote, def) in upstream.tools().iter() {
+            let kept = previous
+                .and_then(|c| c.by_name.get(&def.name))
+                .filter(|t| t.def == *def && t.is_upstream_tool(upstream, remote));
+            let entry = match kept {
+                Some(tool) => tool.clone(),
+                None => match self.upstream_entry(config, upstream, remote, def, &path) {
+                    Ok(tool) => Arc::new(tool),
                     Err(error) => {
                         problems.push(LoadFailure {
                             path: path.clone(),
@@ -58,31 +124,58 @@ impl Catalog {
                         });
                         continue;
                     }
-                };
-                self.insert(CatalogTool {
-                    def: def.clone(),
-                    backend: Backend::Upstream {
-                        upstream: upstream.clone(),
-                        remote: remote.clone(),
-                    },
-                    limits: config.limits_for("", &def.name),
-                    source: path.clone(),
-                    stages,
-                    rate: RateLimits::new([
-                        tool_limiter(config, &def.name),
-                        server_limiter.clone(),
-                    ]),
-                })?;
+                },
+            };
+            // A name another tool has: the first one keeps it.
+            if let Err(e) = self.insert_shared(entry) {
+                problems.push(LoadFailure {
+                    path: path.clone(),
+                    error: e.to_string(),
+                });
             }
         }
-        Ok(())
+    }
+
+    /// A new entry for an upstream's tool, with its `[[tools]]` stages.
+    fn upstream_entry(
+        &self,
+        config: &Config,
+        upstream: &Arc<Upstream>,
+        remote: &str,
+        def: &ToolDef,
+        path: &std::path::Path,
+    ) -> Result<CatalogTool, String> {
+        let stages = self
+            .plugins
+            .stages_for(config, &def.name, &def.input_schema)?;
+        Ok(CatalogTool {
+            def: def.clone(),
+            backend: Backend::Upstream {
+                upstream: upstream.clone(),
+                remote: remote.to_string(),
+            },
+            limits: config.limits_for("", &def.name),
+            source: path.to_path_buf(),
+            stages,
+            rate: RateLimits::new([tool_limiter(config, &def.name), self.server_limiter.clone()]),
+        })
     }
 
     /// Counts changes to upstreams' tool lists (by `list_changed` or the
-    /// periodic refresh) while this catalog serves; a surface can watch it
-    /// to tell clients `notifications/tools/list_changed`.
-    pub fn upstream_changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.upstream_changes.subscribe()
+    /// periodic refresh), and the count this catalog's entries were taken
+    /// at: while they differ, a catalog derived with
+    /// [`Catalog::with_upstream_tools`] is due.
+    pub fn upstream_changes(&self) -> (u64, tokio::sync::watch::Receiver<u64>) {
+        (
+            self.upstream_seen.load(Ordering::Acquire),
+            self.upstream_changes.subscribe(),
+        )
+    }
+
+    /// Notes that the upstreams' lists as of change `seen` are what this
+    /// catalog lists already (a refresh that changed nothing it shows).
+    pub fn upstream_changes_seen(&self, seen: u64) {
+        self.upstream_seen.store(seen, Ordering::Release);
     }
 
     /// The upstream MCP servers, for `/healthz`.
@@ -101,5 +194,9 @@ impl CatalogTool {
                 .map_or(Cow::Borrowed(&self.def), Cow::Owned),
             _ => Cow::Borrowed(&self.def),
         }
+    }
+
+    fn is_upstream_tool(&self, upstream: &Arc<Upstream>, name: &str) -> bool {
+        matches!(&self.backend, Backend::Upstream { upstream: u, remote } if Arc::ptr_eq(u, upstream) && remote == name)
     }
 }

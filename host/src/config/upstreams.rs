@@ -20,7 +20,8 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
-    /// The server's MCP endpoint; may hold `{{ env.VAR }}`.
+    /// The server's MCP endpoint (`http://` or `https://`, verified against
+    /// the system roots plus `[http] extra_ca`); may hold `{{ env.VAR }}`.
     pub url: String,
     /// Put before each of its tool names; default `NAME.`.
     pub prefix: Option<String>,
@@ -103,14 +104,8 @@ impl UpstreamConfig {
         let url: http::Uri = url
             .parse()
             .map_err(|_| fail("url is not a valid URL".into()))?;
-        match url.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(fail(
-                    "https upstreams are not supported yet (use http on a trusted network)".into(),
-                ));
-            }
-            _ => return Err(fail("url must start with http://".into())),
+        if !matches!(url.scheme_str(), Some("http" | "https")) {
+            return Err(fail("url must start with http:// or https://".into()));
         }
         if url.host().is_none() {
             return Err(fail("url has no host".into()));
@@ -201,13 +196,24 @@ mod tests {
     }
 
     #[test]
+    fn https_upstreams_resolve() {
+        let c =
+            Config::parse("[upstreams.a]\nurl = \"https://h/mcp?k={{ env.TOKEN }}\"\n").unwrap();
+        let u = c.upstreams["a"].resolve("a", &env).unwrap();
+        assert_eq!(u.url.scheme_str(), Some("https"));
+    }
+
+    #[test]
     fn bad_upstreams_are_named_without_secrets() {
         let bad = |toml: &str| {
             let c = Config::parse(toml).unwrap();
             c.upstreams["u"].resolve("u", &env).unwrap_err()
         };
         let e = bad("[upstreams.u]\nurl = \"ftp://h/\"\n");
-        assert!(e.contains("upstream \"u\"") && e.contains("http://"), "{e}");
+        assert!(
+            e.contains("upstream \"u\"") && e.contains("https://"),
+            "{e}"
+        );
         let e = bad("[upstreams.u]\nurl = \"{{ env.NOPE }}\"\n");
         assert!(e.contains("NOPE"), "{e}");
         let e =

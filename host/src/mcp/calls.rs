@@ -65,9 +65,6 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
             &RpcError::invalid_params("arguments must be an object"),
         );
     }
-    if let Some(refused) = pinned_refusal(st, &req, &name) {
-        return reply_error(&req.id, &refused);
-    }
     let progress_token = req
         .params
         .get("_meta")
@@ -129,22 +126,6 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
             }
         }
     }
-}
-
-/// The refusal of a call to a tool whose definition changed since the
-/// session pinned it, under `pinning = "block"`.
-fn pinned_refusal(st: &McpState, req: &Request<'_>, name: &str) -> Option<RpcError> {
-    let session = req.session.as_ref()?;
-    let pipeline = st.pipeline.current();
-    let tool = pipeline.catalog().resolve(name).ok()?;
-    let mode = pipeline.catalog().pinning();
-    let message = super::pins::refusal(&session.pins, mode, &tool.current_def())?;
-    tracing::warn!(tool = name, session = %session.id, "call refused: {message}");
-    Some(RpcError {
-        code: jsonrpc::SERVER_ERROR,
-        message,
-        data: Some(json!({ "stage": "pinning" })),
-    })
 }
 
 /// The JSON-RPC body for a finished call; `None` when it was cancelled

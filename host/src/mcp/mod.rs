@@ -63,12 +63,16 @@ impl McpState {
         session_timeout: Duration,
     ) -> McpState {
         McpState {
-            pipeline,
             policy,
             page_size,
             errors,
             trace_ids,
-            sessions: Sessions::new(max_sessions, session_timeout),
+            sessions: Sessions::with_on_end(
+                max_sessions,
+                session_timeout,
+                session_ended(&pipeline),
+            ),
+            pipeline,
             asks: Asks::default(),
         }
     }
@@ -88,6 +92,13 @@ impl McpState {
     pub fn session_report(&self) -> SessionReport {
         self.sessions.report()
     }
+}
+
+/// What ends with an MCP session: its upstream sessions, in the catalog in
+/// service then.
+fn session_ended(pipeline: &Live) -> session::OnEnd {
+    let pipeline = pipeline.clone();
+    Arc::new(move |id: &str| pipeline.current().session_ended(id))
 }
 
 pub fn router(state: Arc<McpState>) -> Router {
@@ -202,6 +213,7 @@ impl Request<'_> {
             .and_then(|v| v.to_str().ok());
         let mut cx = CallContext::traced(traceparent, st.trace_ids);
         cx.session_id = self.session.as_ref().map(|s| s.id.clone());
+        cx.pins = self.session.as_ref().map(|s| s.pins.clone());
         cx.principal = self.token.clone();
         cx.request = Some(Arc::new(RequestInfo::new(
             Transport::Mcp,
@@ -283,7 +295,7 @@ async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let principal = pipeline.listing_principal(&req.context(st)).await;
     let session = req.session.as_deref();
     let (pins, id) = (
-        session.map(|s| &s.pins),
+        session.map(|s| &*s.pins),
         session.map_or("", |s| s.id.as_str()),
     );
     let mode = pipeline.catalog().pinning();

@@ -1,57 +1,15 @@
-//! Tool-definition pinning per MCP session (`[server] pinning`): the first
-//! `tools/list` a session sees pins each tool's definition (a SHA-256 of
-//! its name, title, description, schemas and annotations). A definition
-//! that later differs (an upstream changed a tool under a live session, a
-//! known tool-poisoning vector) is logged and marked in the listing's
-//! `_meta` (`warn`), and with `block` calls to it are refused in that
-//! session until the client initializes again (a new session pins afresh).
-//! A session that never listed its tools has nothing pinned.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! Pinning in `tools/list` (`[server] pinning`, see `pipeline::pins`): the
+//! first listing a session sees pins each definition; a later one that
+//! differs is logged and marked in the tool's `_meta`.
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::catalog::ToolDef;
 use crate::config::Pinning;
+use crate::pipeline::pins::{Pins, definition_hash};
 
 /// The `_meta` key a changed tool carries in `tools/list`.
 pub const META_KEY: &str = "io.hangar/pinning";
-
-/// One session's pinned definition hashes, by tool name.
-#[derive(Debug, Default)]
-pub struct Pins(Mutex<HashMap<String, String>>);
-
-impl Pins {
-    /// Pins `def` if it is new to the session; returns the pinned hash when
-    /// the definition differs from it.
-    pub fn check(&self, def: &ToolDef) -> Option<String> {
-        let hash = definition_hash(def);
-        let mut pins = self.0.lock().expect("pins lock");
-        match pins.get(&def.name) {
-            Some(pinned) if *pinned != hash => Some(pinned.clone()),
-            Some(_) => None,
-            None => {
-                pins.insert(def.name.clone(), hash);
-                None
-            }
-        }
-    }
-
-    /// The pinned hash of `def`'s tool when `def` differs from it (pins nothing).
-    pub fn changed(&self, def: &ToolDef) -> Option<String> {
-        let pins = self.0.lock().expect("pins lock");
-        let pinned = pins.get(&def.name)?;
-        (*pinned != definition_hash(def)).then(|| pinned.clone())
-    }
-}
-
-/// `sha256:<hex>` of a definition's JSON (object keys sorted).
-pub fn definition_hash(def: &ToolDef) -> String {
-    let json = serde_json::to_vec(def).expect("definitions serialize");
-    format!("sha256:{}", hex::encode(Sha256::digest(json)))
-}
 
 /// A listed definition as JSON, marked if it changed since it was pinned.
 pub fn listed(pins: Option<&Pins>, mode: Pinning, session: &str, def: &ToolDef) -> Value {
@@ -76,22 +34,10 @@ pub fn listed(pins: Option<&Pins>, mode: Pinning, session: &str, def: &ToolDef) 
     value
 }
 
-/// Why `block` refuses a call to `def` in this session, if it does.
-pub fn refusal(pins: &Pins, mode: Pinning, def: &ToolDef) -> Option<String> {
-    if mode != Pinning::Block {
-        return None;
-    }
-    pins.changed(def)?;
-    Some(format!(
-        "tool {} changed its definition since this session listed it; \
-         pinning = \"block\" refuses it until the client initializes a new session",
-        def.name
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::pins::refusal;
 
     fn def(description: &str) -> ToolDef {
         ToolDef {
@@ -105,25 +51,17 @@ mod tests {
     }
 
     #[test]
-    fn the_first_definition_is_pinned_and_a_change_is_marked_and_blocked() {
+    fn the_first_definition_is_pinned_and_a_change_is_marked() {
         let pins = Pins::default();
         let first = listed(Some(&pins), Pinning::Warn, "s", &def("a"));
         assert!(first.get("_meta").is_none());
-        assert!(refusal(&pins, Pinning::Block, &def("a")).is_none());
         let changed = listed(Some(&pins), Pinning::Warn, "s", &def("b"));
         assert_eq!(changed["_meta"][META_KEY]["changed"], true);
-        assert!(refusal(&pins, Pinning::Warn, &def("b")).is_none());
-        assert!(
-            refusal(&pins, Pinning::Block, &def("b"))
-                .unwrap()
-                .contains("up.t")
-        );
+        assert_eq!(changed["_meta"][META_KEY]["blocked"], false);
+        assert!(refusal(&pins, Pinning::Block, &def("b")).is_some());
         // The pin stays the first definition.
-        assert!(
-            listed(Some(&pins), Pinning::Warn, "s", &def("a"))
-                .get("_meta")
-                .is_none()
-        );
+        let again = listed(Some(&pins), Pinning::Warn, "s", &def("a"));
+        assert!(again.get("_meta").is_none());
     }
 
     #[test]

@@ -38,8 +38,8 @@ pub struct Session {
     stream_gen: AtomicU64,
     /// Wakes a replaced stream so it ends.
     stream_replaced: tokio::sync::Notify,
-    /// Tool definitions pinned by the session's first listing.
-    pub pins: super::pins::Pins,
+    /// Tool definitions pinned by the session's first listing (its calls carry them).
+    pub pins: Arc<crate::pipeline::pins::Pins>,
 }
 
 /// The server-to-client requests a client declared it handles.
@@ -214,18 +214,25 @@ struct Inner {
     ttl: Duration,
     expired: AtomicU64,
     evicted: Arc<AtomicU64>,
+    ended: OnEnd,
 }
 
-/// Ends an evicted session's GET stream, and counts it.
-#[derive(Clone, Default)]
-struct Ending(Arc<AtomicU64>);
+/// Told the id of each session that ends (deleted, expired or evicted), so
+/// what was kept for it elsewhere (upstream sessions) ends too. It must not
+/// block: it runs on the request or sweeping path.
+pub type OnEnd = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Ends an evicted session's GET stream, counts it, and says it ended.
+#[derive(Clone)]
+struct Ending(Arc<AtomicU64>, OnEnd);
 
 impl Lifecycle<String, Arc<Session>> for Ending {
     type RequestState = ();
 
-    fn on_evict(&self, _: &mut (), _: String, session: Arc<Session>) {
+    fn on_evict(&self, _: &mut (), id: String, session: Arc<Session>) {
         session.end();
         self.0.fetch_add(1, Ordering::Relaxed);
+        (self.1)(id.as_str());
     }
 }
 
@@ -239,10 +246,16 @@ pub struct SessionReport {
 }
 
 impl Sessions {
-    /// At most `max` sessions, each forgotten after `ttl` unused. Inside a
-    /// Tokio runtime, starts the task that sweeps idle ones; it stops when
-    /// the sessions are dropped.
+    /// As [`Sessions::with_on_end`], telling no one.
+    #[cfg(test)]
     pub fn new(max: usize, ttl: Duration) -> Sessions {
+        Sessions::with_on_end(max, ttl, Arc::new(|_: &str| {}))
+    }
+
+    /// At most `max` sessions, each forgotten after `ttl` unused; `ended`
+    /// is told of each session that ends. Inside a Tokio runtime, starts the
+    /// task that sweeps idle ones; it stops when the sessions are dropped.
+    pub fn with_on_end(max: usize, ttl: Duration, ended: OnEnd) -> Sessions {
         let max = max.max(1);
         let evicted = Arc::new(AtomicU64::new(0));
         let options = OptionsBuilder::new()
@@ -254,7 +267,7 @@ impl Sessions {
             options,
             UnitWeighter,
             DefaultHashBuilder::default(),
-            Ending(evicted.clone()),
+            Ending(evicted.clone(), ended.clone()),
         );
         let inner = Arc::new(Inner {
             map,
@@ -262,6 +275,7 @@ impl Sessions {
             ttl,
             expired: AtomicU64::new(0),
             evicted,
+            ended,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep(Arc::downgrade(&inner)));
@@ -310,6 +324,7 @@ impl Sessions {
         match self.inner.map.remove(id) {
             Some((_, session)) => {
                 session.end();
+                (self.inner.ended)(id);
                 true
             }
             None => false,
@@ -334,6 +349,7 @@ impl Inner {
         {
             session.end();
             self.expired.fetch_add(1, Ordering::Relaxed);
+            (self.ended)(id);
         }
     }
 
@@ -412,6 +428,25 @@ mod tests {
         assert!(!claim.current());
         let report = sessions.report();
         assert_eq!((report.open, report.expired), (0, 1));
+    }
+
+    #[test]
+    fn every_way_a_session_ends_is_told() {
+        let ended = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = ended.clone();
+        let hook: OnEnd = Arc::new(move |id: &str| seen.lock().unwrap().push(id.to_string()));
+        let sessions = Sessions::with_on_end(2, Duration::from_millis(50), hook);
+        let deleted = sessions.create(ClientAsks::default(), None).id.clone();
+        assert!(sessions.remove(&deleted, None));
+        let expired = sessions.create(ClientAsks::default(), None).id.clone();
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(sessions.get(&expired, None).is_none());
+        assert_eq!(*ended.lock().unwrap(), [deleted, expired]);
+        for _ in 0..5 {
+            sessions.create(ClientAsks::default(), None);
+        }
+        // At the cap of two, new sessions evicted at least three.
+        assert!(ended.lock().unwrap().len() >= 5);
     }
 
     #[test]

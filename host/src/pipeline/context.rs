@@ -342,6 +342,8 @@ pub struct CallContext {
     pub usage: CallUsage,
     /// The running stage, timed for metrics (set by `Pipeline::call`).
     pub stages: super::observe::StageClock,
+    /// The definitions the caller's MCP session pinned (`[server] pinning`).
+    pub pins: Option<Arc<super::pins::Pins>>,
 }
 
 /// Fuel a call's tool handler burned, added up by the wasm backend and

@@ -8,6 +8,8 @@ use std::fmt;
 pub enum Stage {
     Resolve,
     Auth,
+    /// A tool whose definition changed under the session (`pinning = "block"`).
+    Pinning,
     InputMap,
     RateLimit,
     Validate,
@@ -25,6 +27,7 @@ impl Stage {
         match self {
             Stage::Resolve => "resolve",
             Stage::Auth => "auth",
+            Stage::Pinning => "pinning",
             Stage::InputMap => "input_map",
             Stage::RateLimit => "rate_limit",
             Stage::Validate => "validate",

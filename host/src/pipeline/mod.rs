@@ -13,6 +13,7 @@ pub mod meta;
 mod observe;
 mod offered;
 mod offers;
+pub mod pins;
 mod result;
 mod validate;
 
@@ -157,6 +158,13 @@ impl Pipeline {
         if let Some(required) = stages.missing_scopes(cx.principal.as_ref()) {
             return Err(CallError::insufficient_scope(name, required));
         }
+        // A definition changed under the session (`pinning = "block"`).
+        if let Some(pins) = &cx.pins
+            && let Some(refused) = pins::refusal(pins, self.catalog.pinning(), &tool.current_def())
+        {
+            tracing::warn!(tool = name, session = ?cx.session_id, "call refused: {}", refused.message);
+            return Err(refused);
+        }
 
         proceed(cx, Stage::RateLimit)?;
         tool.rate.admit(cx)?;
@@ -222,6 +230,14 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// A client session ended (deleted or expired): the upstream sessions
+    /// opened for it are closed, in the background.
+    pub fn session_ended(&self, session_id: &str) {
+        for upstream in self.catalog.upstreams() {
+            upstream.end_client_session(session_id);
+        }
+    }
+
     /// Who is asking for a listing, when the catalog shows some tools only to
     /// some callers: the server-wide auth check's principal, if it accepts.
     pub async fn listing_principal(&self, cx: &CallContext) -> Option<Principal> {

@@ -10,6 +10,7 @@ mod source;
 mod status;
 pub mod watch;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -64,12 +65,30 @@ impl Reloader {
         &self.source
     }
 
+    /// The upstreams' change count the catalog in service has taken, and
+    /// the channel that counts them (see `Catalog::upstream_changes`).
+    pub fn upstream_changes(&self) -> (u64, tokio::sync::watch::Receiver<u64>) {
+        self.live.current().catalog().upstream_changes()
+    }
+
     /// Reloads now. A change of files that leaves them as the catalog in
     /// service was built from does nothing (and is recorded only to clear
-    /// a failure shown before); SIGHUP always rebuilds.
+    /// a failure shown before); SIGHUP always rebuilds; an upstream's
+    /// change takes only the upstreams' tools again.
     pub async fn reload(&self, trigger: Trigger) -> Outcome {
         let started = Instant::now();
         let mut running = self.running.lock().await;
+        if trigger == Trigger::Upstream {
+            // Not an attempt `/healthz` reports: the files' last one stays shown.
+            return match self.take_upstream_tools(&running) {
+                None => Outcome::Unchanged,
+                Some(changed) => {
+                    let ms = started.elapsed().as_millis() as u64;
+                    tracing::info!(ms, ?changed, "upstream tool lists changed; catalog updated");
+                    Outcome::Applied
+                }
+            };
+        }
         let fingerprint = self.source.fingerprint(&running.config.server.plugins);
         let result = if trigger == Trigger::Files && fingerprint == running.fingerprint {
             tracing::debug!("reload: the files are as the catalog in service was built from");
@@ -146,6 +165,44 @@ impl Reloader {
             changed.into_iter().map(lists::name).collect(),
             needs_restart,
         ))
+    }
+}
+
+impl Reloader {
+    /// Puts in service a catalog like the one in service with each
+    /// upstream's tools as it lists them now (the config, plugins and
+    /// offers stay), and tells sessions of the lists that changed. The
+    /// upstreams' problems in `/healthz` are replaced by theirs now (one
+    /// that lists at last is no longer one). `None` when nothing a client
+    /// sees changed (nothing is swapped then).
+    fn take_upstream_tools(&self, running: &Running) -> Option<Vec<&'static str>> {
+        let current = self.live.current();
+        let old = current.catalog();
+        let (catalog, upstream_problems) = old.with_upstream_tools(&running.config);
+        let facts = self.facts.load();
+        let ours: Vec<PathBuf> = (old.upstreams().iter())
+            .map(|u| PathBuf::from(format!("upstreams.{}", u.name)))
+            .collect();
+        let mut problems: Vec<LoadFailure> = (facts.problems().iter())
+            .filter(|p| !ours.contains(&p.path))
+            .cloned()
+            .collect();
+        problems.extend(upstream_problems);
+        let changed = lists::changed(old, &catalog);
+        let same_problems = problems.len() == facts.problems().len()
+            && problems.iter().all(|p| facts.problems().contains(p));
+        if changed.is_empty() && same_problems {
+            old.upstream_changes_seen(catalog.upstream_changes().0);
+            return None;
+        }
+        self.live.swap(Arc::new(catalog));
+        self.facts
+            .store(Arc::new(Facts::new(problems, &running.config)));
+        let changes = self.live.current().changes().clone();
+        for list in &changed {
+            changes.list_changed(*list);
+        }
+        Some(changed.into_iter().map(lists::name).collect())
     }
 }
 

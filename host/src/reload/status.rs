@@ -14,6 +14,10 @@ pub enum Trigger {
     Files,
     /// SIGHUP.
     Signal,
+    /// An upstream MCP server's tool list changed (its `list_changed`, or
+    /// the periodic refresh): only the upstreams' tools are taken again,
+    /// and the attempt is not recorded as a reload.
+    Upstream,
 }
 
 /// How a reload attempt ended.

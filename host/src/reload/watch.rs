@@ -1,5 +1,6 @@
 //! What triggers a reload: changes in the plugins directory or to the
-//! config file (seen with `notify`, debounced), and SIGHUP.
+//! config file (seen with `notify`, debounced), SIGHUP, and an upstream MCP
+//! server's tool list changing (only the upstreams' tools are taken again).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,10 @@ use super::{Reloader, Trigger};
 /// How long the files must stay quiet before a reload: a copy or an
 /// editor's save is a burst of events, and one reload follows it.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// How long after an upstream's list changed the catalog is updated, so
+/// that several upstreams refreshed together make one update.
+const UPSTREAM_SETTLE: Duration = Duration::from_millis(50);
 
 /// The running watch: reloads until dropped (it holds the file watcher).
 pub struct Watch {
@@ -108,6 +113,8 @@ async fn run(
     _watcher: Option<notify::RecommendedWatcher>,
 ) {
     loop {
+        // The catalog in service now: a reload may have replaced it.
+        let (seen, upstreams) = reloader.upstream_changes();
         let trigger = tokio::select! {
             Some(()) = rx.recv() => {
                 // Wait for the burst to end.
@@ -115,7 +122,24 @@ async fn run(
                 Trigger::Files
             }
             () = next_hangup(&mut hangup) => Trigger::Signal,
+            () = upstream_changed(upstreams, seen) => {
+                tokio::time::sleep(UPSTREAM_SETTLE).await;
+                Trigger::Upstream
+            }
         };
         reloader.reload(trigger).await;
+    }
+}
+
+/// Resolves once the upstreams' change count is past `seen`.
+async fn upstream_changed(mut count: tokio::sync::watch::Receiver<u64>, seen: u64) {
+    loop {
+        if *count.borrow_and_update() != seen {
+            return;
+        }
+        if count.changed().await.is_err() {
+            // The catalog is gone: the loop takes the one in service next.
+            return std::future::pending().await;
+        }
     }
 }

@@ -157,7 +157,8 @@ async fn describe(
     }
 }
 
-/// A result with the trace id in `_meta` (no `_meta` without one).
+/// A result with the trace id in `_meta` (no `_meta` without one), merged
+/// with the `_meta` the result has (an upstream's): Hangar's keys win.
 #[derive(Serialize)]
 struct Traced<'a, T> {
     #[serde(flatten)]

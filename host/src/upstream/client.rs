@@ -82,12 +82,22 @@ pub struct Client {
 pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
 
 impl Client {
-    pub fn new(url: &http::Uri, headers: HeaderMap, timeout: Duration) -> Client {
+    /// A client kept for the upstream's life (its connections are reused);
+    /// `https://` URLs are verified with `tls` (the system roots plus
+    /// `[http] extra_ca`).
+    pub fn new(
+        url: &http::Uri,
+        headers: HeaderMap,
+        timeout: Duration,
+        tls: rustls::ClientConfig,
+    ) -> Client {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout)
             .tcp_nodelay(true)
+            .no_proxy()
+            .tls_backend_preconfigured(tls)
             .build()
-            .expect("a client with no TLS and no proxy always builds");
+            .expect("a client with a rustls config and no proxy always builds");
         Client {
             http,
             url: url.to_string(),
@@ -343,6 +353,9 @@ fn answer_to(message: &Value, id: u64) -> Option<Reply> {
 
 /// A transport error, described without the URL (it may hold secrets).
 fn unreachable(e: reqwest::Error) -> WireError {
+    if let Some(tls) = tls_error(&e) {
+        return WireError::Unreachable(format!("TLS: {tls}"));
+    }
     let why = if e.is_connect() {
         "connection failed"
     } else if e.is_timeout() {
@@ -353,6 +366,25 @@ fn unreachable(e: reqwest::Error) -> WireError {
         "request failed"
     };
     WireError::Unreachable(why.to_string())
+}
+
+/// The TLS failure behind a transport error (an untrusted certificate, a
+/// name mismatch), if that is what it was. rustls's messages name no URL.
+fn tls_error(e: &reqwest::Error) -> Option<String> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        // An io::Error's `source()` skips the error it wraps: step into that.
+        source = match err.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod tools;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -40,18 +41,28 @@ pub struct Upstream {
     /// Wakes the refresh task (the upstream said its list changed).
     refresh_wanted: Arc<tokio::sync::Notify>,
     changes: Arc<ToolChanges>,
+    /// Why it has never listed its tools (`None` once it has).
+    listing_error: Mutex<Option<String>>,
 }
 
-/// Bumped each time an upstream's tool list changes after the first
-/// listing: what a surface watches to send `notifications/tools/list_changed`
-/// (wired with hot reload's catalog swap).
+/// Bumped each time an upstream's tool list changes: what the reloader
+/// watches to put a catalog with the new tools in service, after which
+/// sessions hear `notifications/tools/list_changed` (as after a reload).
 pub type ToolChanges = tokio::sync::watch::Sender<u64>;
+
+/// How soon an upstream that has never listed its tools is asked again
+/// (or its `refresh` period, if shorter and not 0).
+const RETRY_UNLISTED: Duration = Duration::from_secs(10);
 
 impl Upstream {
     /// `changes` counts tool-list changes of every upstream of one catalog
-    /// (see `Catalog::upstream_changes`).
-    pub fn new(config: ResolvedUpstream, changes: Arc<ToolChanges>) -> Arc<Upstream> {
-        let client = Client::new(&config.url, config.headers.clone(), config.timeout);
+    /// (see `Catalog::upstream_changes`); `tls` verifies `https://` URLs.
+    pub fn new(
+        config: ResolvedUpstream,
+        changes: Arc<ToolChanges>,
+        tls: rustls::ClientConfig,
+    ) -> Arc<Upstream> {
+        let client = Client::new(&config.url, config.headers.clone(), config.timeout, tls);
         Arc::new(Upstream {
             name: config.name.clone(),
             breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
@@ -62,7 +73,15 @@ impl Upstream {
             next_id: AtomicU64::new(1),
             refresh_wanted: Arc::default(),
             changes,
+            listing_error: Mutex::new(Some("not listed yet".into())),
         })
+    }
+
+    /// Why it has never listed its tools, if it has not (a problem in
+    /// `/healthz` and `hangar check`); a later failure is not one (its tools
+    /// stay listed, its breaker tells).
+    pub fn listing_error(&self) -> Option<String> {
+        self.listing_error.lock().expect("listing lock").clone()
     }
 
     /// The tools it listed last, allowlisted and prefixed: (upstream name, definition).
@@ -87,14 +106,14 @@ impl Upstream {
     /// entry point (startup, `list_changed`, the periodic timer); a catalog
     /// swap on reload can call it too. Returns how many tools it lists.
     pub async fn refresh(&self) -> Result<usize, String> {
-        let listed = self
-            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
-                client.list_tools(&hs, id, &mut |_| {}).await
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        let listed =
-            listed.map_err(|e| format!("upstream: {}: tools/list failed: {e}", self.name))?;
+        let listed = self.list().await;
+        if let Err(e) = &listed {
+            let mut never = self.listing_error.lock().expect("listing lock");
+            if never.is_some() {
+                *never = Some(e.clone());
+            }
+        }
+        let listed = listed?;
         let mut tools = Vec::new();
         for raw in listed {
             let Some(remote) = raw.get("name").and_then(Value::as_str) else {
@@ -117,27 +136,50 @@ impl Upstream {
             *current = Arc::new(tools);
             changed
         };
-        if changed {
+        let first = self
+            .listing_error
+            .lock()
+            .expect("listing lock")
+            .take()
+            .is_some();
+        if changed || first {
             tracing::info!(upstream = %self.name, tools = count, "upstream tool list refreshed");
             self.changes.send_modify(|n| *n += 1);
         }
         Ok(count)
     }
 
+    /// Its tool list, every page; errors name the upstream, not its URL.
+    async fn list(&self) -> Result<Vec<Value>, String> {
+        let listed = self
+            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
+                client.list_tools(&hs, id, &mut |_| {}).await
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        listed.map_err(|e| format!("upstream: {}: tools/list failed: {e}", self.name))
+    }
+
     /// Refreshes when the upstream says its list changed, and every
-    /// `refresh` period, for as long as the upstream is in use.
+    /// `refresh` period, for as long as the upstream is in use; one that
+    /// has never listed is asked again every [`RETRY_UNLISTED`].
     pub fn spawn_refresh(self: &Arc<Self>) {
         let weak: Weak<Upstream> = Arc::downgrade(self);
-        let period = self.config.refresh;
+        let configured = self.config.refresh;
         let notify = self.refresh_wanted.clone();
         tokio::spawn(async move {
             loop {
                 let wanted = notify.notified();
                 tokio::pin!(wanted);
                 wanted.as_mut().enable();
-                if weak.strong_count() == 0 {
+                let Some(unlisted) = weak.upgrade().map(|u| u.listing_error().is_some()) else {
                     return;
-                }
+                };
+                let period = match (unlisted, configured.is_zero()) {
+                    (true, true) => RETRY_UNLISTED,
+                    (true, false) => configured.min(RETRY_UNLISTED),
+                    (false, _) => configured,
+                };
                 if period.is_zero() {
                     wanted.await;
                 } else {

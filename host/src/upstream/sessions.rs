@@ -31,8 +31,9 @@ pub(super) struct Slot {
 }
 
 impl Upstream {
-    /// Runs `op` in the session keyed `key` under the breaker: opens the
-    /// session if needed, and opens it again once if the upstream forgot it.
+    /// Runs `op` in the session keyed `key` under the breaker (calls only):
+    /// opens the session if needed, and opens it again once if the upstream
+    /// forgot it.
     pub(super) async fn with_session<T, F, Fut>(
         &self,
         key: &str,
@@ -44,7 +45,12 @@ impl Upstream {
         F: Fn(Client, Handshake, u64) -> Fut,
         Fut: std::future::Future<Output = Result<T, WireError>>,
     {
-        if let Err(left) = self.breaker.admit() {
+        // The catalog's own listing is the breaker's probe: an open breaker
+        // does not refuse it (it comes once per `refresh`), and its success
+        // closes the breaker.
+        if key != CATALOG_KEY
+            && let Err(left) = self.breaker.admit()
+        {
             return Err(self.error(
                 ErrorKind::Failed,
                 &format!(
@@ -102,6 +108,29 @@ impl Upstream {
         Err(self.error(ErrorKind::Failed, "session expired twice"))
     }
 
+    /// Ends the upstream session of MCP session `session_id` (deleted or
+    /// expired): the upstream is sent `DELETE` in the background, best effort.
+    pub fn end_client_session(&self, session_id: &str) {
+        let key = client_session_key(session_id);
+        let slot = self.sessions.lock().expect("sessions lock").remove(&key);
+        if let Some(slot) = slot {
+            self.close_later(slot);
+        }
+    }
+
+    /// Sends `DELETE` for the slot's session, if it has one, off the caller's path.
+    fn close_later(&self, slot: Arc<Slot>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Some(hs) = slot.handshake.lock().await.take() {
+                client.close(&hs).await;
+            }
+        });
+    }
+
     /// The slot for `key`, made on first use. Making one also closes the
     /// sessions idle longer than [`IDLE_SESSION`] (their client session is
     /// most likely gone), and the least recently used past [`MAX_SESSIONS`].
@@ -133,15 +162,9 @@ impl Upstream {
                     gone.push(oldest);
                 }
                 for key in gone {
-                    let Some(evicted) = sessions.remove(&key) else {
-                        continue;
-                    };
-                    let client = self.client.clone();
-                    tokio::spawn(async move {
-                        if let Some(hs) = evicted.handshake.lock().await.take() {
-                            client.close(&hs).await;
-                        }
-                    });
+                    if let Some(evicted) = sessions.remove(&key) {
+                        self.close_later(evicted);
+                    }
                 }
                 let slot = Arc::new(Slot::default());
                 sessions.insert(key.to_string(), slot.clone());
@@ -153,11 +176,30 @@ impl Upstream {
     }
 }
 
+impl Drop for Upstream {
+    /// An upstream no catalog serves any more (a reload replaced it) ends
+    /// its sessions, best effort.
+    fn drop(&mut self) {
+        let slots: Vec<Arc<Slot>> = self
+            .sessions
+            .get_mut()
+            .map(|s| s.drain().map(|(_, slot)| slot).collect())
+            .unwrap_or_default();
+        for slot in slots {
+            self.close_later(slot);
+        }
+    }
+}
+
+fn client_session_key(session_id: &str) -> String {
+    format!("session:{session_id}")
+}
+
 /// Whose upstream session a call uses: its client session's, else its
 /// principal's, else the anonymous one.
 pub(super) fn session_key(cx: &CallContext) -> String {
     match (&cx.session_id, &cx.principal) {
-        (Some(id), _) => format!("session:{id}"),
+        (Some(id), _) => client_session_key(id),
         (None, Some(p)) => format!("principal:{}", p.subject),
         (None, None) => "anonymous".to_string(),
     }

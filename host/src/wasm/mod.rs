@@ -107,7 +107,7 @@ impl LoadedPlugin {
 }
 
 /// A component file that did not load, and why.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LoadFailure {
     pub path: PathBuf,
     pub error: String,

@@ -25,6 +25,38 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
+/// TLS trusting the system's root certificates plus those in `extra_ca`
+/// (PEM), with ring as the provider, HTTP/1.1 only (no ALPN).
+pub fn tls_config(extra_ca: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are skipped, as every client does.
+    let system = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(system.certs);
+    if let Some(path) = extra_ca {
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "[http] extra_ca {}: no certificate in it",
+                path.display()
+            ));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
+        }
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
 /// The TLS settings every plugin's requests share (built once at load).
 pub struct HttpClient {
     tls: Arc<rustls::ClientConfig>,
@@ -45,36 +77,14 @@ impl Default for HttpClient {
 impl HttpClient {
     /// The system's root certificates, plus those in `extra_ca` (PEM).
     pub fn new(extra_ca: Option<&Path>) -> Result<HttpClient, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        // Unreadable system certificates are skipped, as every client does.
-        let system = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(system.certs);
-        if let Some(path) = extra_ca {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
-            if certs.is_empty() {
-                return Err(format!(
-                    "[http] extra_ca {}: no certificate in it",
-                    path.display()
-                ));
-            }
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("[http] extra_ca {}: {e}", path.display()))?;
-            }
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
         Ok(HttpClient {
-            tls: Arc::new(config),
+            tls: Arc::new(tls_config(extra_ca)?),
         })
+    }
+
+    /// The TLS settings its requests use (also those of upstream MCP servers).
+    pub fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.tls
     }
 
     /// Sends `request` to `addr`; `tls_name` is the host name to verify for
