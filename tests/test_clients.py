@@ -44,12 +44,26 @@ def test_python_sdk_lists_calls_and_sees_tool_errors(server):
 
 
 CONFORMANCE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
-REVISION = "2025-11-25"
+REVISIONS = {"2025-11-25": 30, "2026-07-28": 37}  # revision: how many server scenarios it scores
+
+# Scored 2026-07-28 scenarios Hangar does not pass yet, and why (issue 20 stays open for
+# them). Strict: one that starts passing fails here, so this list cannot go stale.
+KNOWN_GAPS = {
+    ("2026-07-28", "input-required-result-basic-list-roots"): "guests cannot ask for roots yet",
+    ("2026-07-28", "input-required-result-multiple-input-requests"): "needs a roots/list question",
+    # The scenario expects the question keys it names ("user_name"); Hangar numbers a guest's
+    # questions (elicitation-1) because the WIT has no way yet for a guest to name one.
+    ("2026-07-28", "input-required-result-basic-elicitation"): "question keys named by the guest",
+    ("2026-07-28", "input-required-result-ignore-extra-params"): "question keys named by the guest",
+    # Two warning checks: the diagnostic tools test_trigger_tool_change/_prompt_change need a
+    # guest that can change its own tool list at run time.
+    ("2026-07-28", "server-stateless"): "no guest can change its own tool list yet",
+}
 
 
-def scored_server_scenarios() -> list[str]:
+def scored_server_scenarios(revision: str) -> list[str]:
     """The server scenarios the suite scores for the revision (its requirements file)."""
-    lines = (CONFORMANCE / "requirements" / f"{REVISION}.yaml").read_text().splitlines()
+    lines = (CONFORMANCE / "requirements" / f"{revision}.yaml").read_text().splitlines()
     start = lines.index("server:") + 1
     names = []
     for line in lines[start:]:
@@ -64,42 +78,56 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 @pytest.fixture(scope="module")
 def conformance_results(server, tmp_path_factory):
-    """One run of the suite's scored requirements; results by scenario, read from its saved files
-    (the CLI exits 0 when checks only warn, so the exit code alone proves nothing)."""
+    """One run of the suite's scored requirements per revision; results by scenario, read from
+    its saved files (the CLI exits 0 when checks only warn, so the exit code alone proves nothing)."""
     bin_dir = HERE / "node_modules" / ".bin"
     assert (bin_dir / "conformance").exists(), "scripts/test installs the conformance suite"
     # node_modules/.bin first: the suite runs on the Node 22 from the npm package.
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
     assert "v22." in subprocess.run([shutil.which("node", path=env["PATH"]), "--version"],
                                     capture_output=True, text=True, env=env).stdout
-    out_dir = tmp_path_factory.mktemp("conformance")
-    out = subprocess.run(
-        ["conformance", "server", "--url", server.url + "/mcp", "--requirements", REVISION,
-         "-o", str(out_dir)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=HERE, stdin=subprocess.DEVNULL,
-    )
-    text = ANSI.sub("", out.stdout + out.stderr)
-    results = {}
-    for checks in out_dir.glob("*/checks.json"):
-        scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks.parent.name)
-        results[scenario] = json.loads(checks.read_text())
-    return results, text
+    runs = {}
+
+    def run(revision):
+        if revision not in runs:
+            out_dir = tmp_path_factory.mktemp("conformance")
+            out = subprocess.run(
+                ["conformance", "server", "--url", server.url + "/mcp", "--requirements", revision,
+                 "-o", str(out_dir)],
+                capture_output=True, text=True, env=env, timeout=600, cwd=HERE,
+                stdin=subprocess.DEVNULL,
+            )
+            text = ANSI.sub("", out.stdout + out.stderr)
+            results = {}
+            for checks in out_dir.glob("*/checks.json"):
+                scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks.parent.name)
+                results[scenario] = json.loads(checks.read_text())
+            runs[revision] = (results, text)
+        return runs[revision]
+
+    return run
 
 
-def test_conformance_runs_every_scored_scenario(conformance_results):
-    results, text = conformance_results
-    missing = [s for s in scored_server_scenarios() if s not in results]
-    assert len(scored_server_scenarios()) == 30
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_conformance_runs_every_scored_scenario(conformance_results, revision):
+    results, text = conformance_results(revision)
+    missing = [s for s in scored_server_scenarios(revision) if s not in results]
+    assert len(scored_server_scenarios(revision)) == REVISIONS[revision]
     assert not missing, f"no results for {missing}:\n{text[-3000:]}"
 
 
-@pytest.mark.parametrize("scenario", scored_server_scenarios())
-def test_conformance(conformance_results, scenario):
-    results, text = conformance_results
+@pytest.mark.parametrize("revision,scenario", [
+    pytest.param(r, s, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[(r, s)])]
+                 if (r, s) in KNOWN_GAPS else [])
+    for r in REVISIONS for s in scored_server_scenarios(r)
+])
+def test_conformance(conformance_results, revision, scenario):
+    """Passes only with no failed and no warning check (skipped checks are neither)."""
+    results, text = conformance_results(revision)
     checks = results.get(scenario)
     assert checks, f"{scenario}: no saved results\n{text[-3000:]}"
     bad = [(c["id"], c["status"], c.get("errorMessage")) for c in checks
-           if c["status"] not in ("SUCCESS", "INFO")]
+           if c["status"] not in ("SUCCESS", "INFO", "SKIPPED")]
     assert not bad, f"{scenario}: {bad}"
     assert any(c["status"] == "SUCCESS" for c in checks)
 
@@ -107,17 +135,24 @@ def test_conformance(conformance_results, scenario):
 SDK2_PYTHON = HERE / ".venv-mcp2" / "bin" / "python"
 
 
-def test_python_sdk_2_reads_resources_and_prompts_and_answers_an_elicitation(server):
-    """The official Python SDK 2.x, from its own virtualenv (scripts/test makes it)."""
+@pytest.mark.parametrize("mode,protocol", [
+    ("legacy", "2025-11-25"),
+    ("auto", "2026-07-28"),
+    ("2026-07-28", "2026-07-28"),
+])
+def test_python_sdk_2_reads_resources_and_prompts_and_answers_an_elicitation(server, mode, protocol):
+    """The official Python SDK 2.x, from its own virtualenv (scripts/test makes it): with the
+    2025 handshake, in auto mode (it discovers 2026-07-28), and pinned to 2026-07-28, where
+    the elicitation is an input-required round."""
     assert SDK2_PYTHON.exists(), "scripts/test installs mcp 2.x into tests/.venv-mcp2"
     version = subprocess.run([str(SDK2_PYTHON), "-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))"],
                              capture_output=True, text=True, timeout=60)
     assert version.stdout.startswith("2."), version
-    out = subprocess.run([str(SDK2_PYTHON), str(HERE / "clients" / "sdk2_offers.py"), server.url + "/mcp"],
+    out = subprocess.run([str(SDK2_PYTHON), str(HERE / "clients" / "sdk2_offers.py"), server.url + "/mcp", mode],
                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr[-4000:]
     seen = json.loads(out.stdout)
-    assert seen["protocol"] == "2025-11-25"
+    assert seen["protocol"] == protocol
     assert "test://static-text" in seen["resources"]
     assert seen["templates"] == ["test://template/{id}/data"]
     assert seen["text"] == "This is the content of the static text resource."

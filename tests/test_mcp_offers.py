@@ -139,7 +139,8 @@ def test_prompts_render_with_arguments_and_refuse_bad_ones(server):
     c = session(server)
     listed = all_pages(c, "prompts/list", "prompts")
     assert [p["name"] for p in listed] == ["test_simple_prompt", "test_prompt_with_arguments",
-                                           "test_prompt_with_embedded_resource", "test_prompt_with_image"]
+                                           "test_prompt_with_embedded_resource", "test_prompt_with_image",
+                                           "test_input_required_result_prompt"]
     assert listed[1]["arguments"][0] == {"name": "arg1", "description": "First test argument",
                                          "required": True}
     r = c.request("prompts/get", {"name": "test_prompt_with_arguments",

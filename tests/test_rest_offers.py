@@ -73,7 +73,8 @@ def test_prompts_are_listed(server):
     prompts = httpx.get(server.url + "/prompts").json()["prompts"]
     assert [p["name"] for p in prompts] == [
         "test_simple_prompt", "test_prompt_with_arguments",
-        "test_prompt_with_embedded_resource", "test_prompt_with_image"]
+        "test_prompt_with_embedded_resource", "test_prompt_with_image",
+        "test_input_required_result_prompt"]
     assert prompts[1]["arguments"] == [
         {"name": "arg1", "description": "First test argument", "required": True},
         {"name": "arg2", "description": "Second test argument", "required": True}]

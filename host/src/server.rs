@@ -51,6 +51,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         server.trace_ids,
         server.max_sessions.max(1),
         server.session_timeout,
+        server.request_state_key.as_deref(),
     ));
     let rest = rest::router(rest::Rest {
         pipeline: hangar.pipeline.clone(),

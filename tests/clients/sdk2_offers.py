@@ -1,5 +1,6 @@
 """Drives Hangar with the official Python MCP SDK 2.x (run in its own virtualenv,
-since the suite's main one holds 1.x). Prints one JSON object of what it saw."""
+since the suite's main one holds 1.x) in the mode given (legacy, auto, or a protocol
+version to pin). Prints one JSON object of what it saw."""
 
 import asyncio
 import json
@@ -13,9 +14,9 @@ async def elicit(context, params: types.ElicitRequestParams):
     return types.ElicitResult(action="accept", content={"username": "sdk2", "email": "s@d.k", "seen": ",".join(props)})
 
 
-async def main(url: str) -> None:
+async def main(url: str, mode: str) -> None:
     seen = {}
-    async with Client(url, elicitation_callback=elicit) as c:
+    async with Client(url, elicitation_callback=elicit, mode=mode) as c:
         seen["protocol"] = c.protocol_version
         seen["resources"] = [r.uri for r in (await c.list_resources()).resources]
         seen["templates"] = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
@@ -35,4 +36,4 @@ async def main(url: str) -> None:
     print(json.dumps(seen))
 
 
-asyncio.run(main(sys.argv[1]))
+asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "auto"))

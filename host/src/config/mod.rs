@@ -353,6 +353,18 @@ impl Config {
             .validate_oauth()
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        config.server.request_state_key = config
+            .server
+            .request_state_key
+            .as_deref()
+            .map(server::state_key)
+            .transpose()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid config {}: [server] request_state_key: {e}",
+                    path.display()
+                )
+            })?;
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
         config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));

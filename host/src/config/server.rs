@@ -94,6 +94,11 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Tool-definition pinning per MCP session (see `Pinning`).
     pub pinning: Pinning,
+    /// The key that seals the `requestState` of 2026-07-28 input-required
+    /// rounds (HMAC-SHA256); may be `{{ env.VAR }}` or `{{ file./path }}`.
+    /// Unset: a random key per process, so a retry must reach the same
+    /// process — replicas behind a balancer must share one key.
+    pub request_state_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -135,6 +140,19 @@ impl Default for ServerConfig {
             session_timeout: Duration::from_secs(3600),
             shutdown_grace: Duration::from_secs(5),
             pinning: Pinning::default(),
+            request_state_key: None,
         }
     }
+}
+
+/// `[server] request_state_key` with `{{ env.VAR }}` / `{{ file./path }}`
+/// substituted; at least 16 bytes, since it is all that keeps a client
+/// from forging a round's state.
+pub fn state_key(text: &str) -> Result<String, String> {
+    let env = |var: &str| std::env::var(var).ok();
+    let key = crate::db::template::substitute_env(text, &env).map_err(|e| e.to_string())?;
+    if key.len() < 16 {
+        return Err("must be at least 16 bytes".into());
+    }
+    Ok(key)
 }

@@ -2,6 +2,7 @@
 //! stream when the call reports progress or logs before its result.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
@@ -13,11 +14,13 @@ use tokio::task::JoinHandle;
 
 use super::asks::{AskGuard, Asks};
 use super::jsonrpc::{self, RpcError};
+use super::modern::{Rounds, StateKey};
 use super::session::InFlight;
-use super::{McpState, Request, json_response, reply_error};
+use super::{McpState, Request, json_response};
 use crate::config::ErrorStyle;
 use crate::pipeline::{
-    Askable, CallError, CallEvent, CancelOnDrop, ErrorKind, EventSink, Stage, ToolResult,
+    Askable, CallError, CallEvent, CancelOnDrop, CancelToken, ErrorKind, EventSink, Stage,
+    ToolResult,
 };
 
 type CallOutcome = Result<ToolResult, CallError>;
@@ -44,6 +47,17 @@ struct Running {
     session_id: Option<String>,
     /// The questions this call sent; forgotten when the stream ends.
     _asked: Vec<AskGuard>,
+    /// A 2026-07-28 request's input-required rounds; its result is sent in
+    /// the modern shape.
+    modern: Option<ModernCall>,
+}
+
+/// What a modern call keeps beside its run: the rounds, the key that seals
+/// their state, and how to stop a guest that asks without end.
+struct ModernCall {
+    rounds: Rounds,
+    key: Arc<StateKey>,
+    cancel: CancelToken,
 }
 
 pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
@@ -53,17 +67,11 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         .and_then(Value::as_str)
         .map(str::to_owned)
     else {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params("tools/call needs a tool name"),
-        );
+        return req.fail(&RpcError::invalid_params("tools/call needs a tool name"));
     };
     let args = req.params.get("arguments").cloned().unwrap_or(Value::Null);
     if !(args.is_object() || args.is_null()) {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params("arguments must be an object"),
-        );
+        return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
     let progress_token = req
         .params
@@ -74,12 +82,28 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     let sse = req.accepts_sse();
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL);
     let mut cx = req.context(st);
-    let min_log = req
-        .session
-        .as_ref()
-        .and_then(|s| s.log_level())
-        .filter(|_| sse);
+    let min_log = match &req.modern {
+        // A modern request opts in to logs in its own `_meta`.
+        Some(m) => m.meta.log_level,
+        None => req.session.as_ref().and_then(|s| s.log_level()),
+    }
+    .filter(|_| sse);
+    let rounds = match &req.modern {
+        None => None,
+        Some(m) => {
+            let bind = req.binding(&name, &args);
+            match Rounds::begin(&st.state_key, &m.meta, &req.params, bind) {
+                Ok(rounds) => Some(rounds),
+                Err(e) => return req.fail(&e),
+            }
+        }
+    };
     let askable = match (&req.session, sse) {
+        // Every question reaches the rounds, which answer or keep it.
+        _ if rounds.is_some() => Askable::Yes {
+            elicitation: true,
+            sampling: true,
+        },
         (_, false) => Askable::No("the request did not accept an SSE stream (text/event-stream)"),
         (None, true) => {
             Askable::No("the call has no MCP session, so the client's capabilities are unknown")
@@ -88,6 +112,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     };
     cx.events = EventSink::new(tx, min_log, sse && progress_token.is_some()).with_askable(askable);
 
+    let cx_cancel = cx.cancel.clone();
     let mut running = Running {
         sink: cx.events.clone(),
         trace_id: cx.trace_id.clone(),
@@ -107,22 +132,33 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         asks: st.asks.clone(),
         session_id: req.session.as_ref().map(|s| s.id.clone()),
         _asked: Vec::new(),
+        modern: rounds.map(|rounds| ModernCall {
+            rounds,
+            key: st.state_key.clone(),
+            cancel: cx_cancel,
+        }),
     };
 
-    // Events that come before the result turn the answer into a stream.
-    tokio::select! {
-        biased;
-        Some(first) = running.events.recv() => stream(running, first),
-        joined = &mut running.task => {
-            if let Ok(Err(e)) = &joined
-                && let Some(scope) = &e.required_scope
-            {
-                return insufficient_scope(&running.id, e, scope);
+    // Events that come before the result turn the answer into a stream
+    // (a question answered by the rounds sends nothing).
+    loop {
+        tokio::select! {
+            biased;
+            Some(event) = running.events.recv() => {
+                if let Some(first) = running.message(event) {
+                    return stream(running, first);
+                }
             }
-            let body = outcome_body(&running.id, &running.trace_id, running.errors, joined);
-            match body {
-                Some(body) => json_response(StatusCode::OK, body),
-                None => StatusCode::ACCEPTED.into_response(),
+            joined = &mut running.task => {
+                if let Ok(Err(e)) = &joined
+                    && let Some(scope) = &e.required_scope
+                {
+                    return insufficient_scope(&running.id, e, scope);
+                }
+                return match running.finish(joined) {
+                    Some((status, body)) => json_response(status, body),
+                    None => StatusCode::ACCEPTED.into_response(),
+                };
             }
         }
     }
@@ -134,14 +170,23 @@ fn outcome_body(
     id: &Value,
     trace_id: &str,
     errors: ErrorStyle,
+    modern: bool,
     joined: Result<CallOutcome, tokio::task::JoinError>,
 ) -> Option<Vec<u8>> {
+    let result_body = |result: &ToolResult| {
+        if modern {
+            let value = serde_json::to_value(result).expect("results serialize");
+            jsonrpc::result_body(id, &super::modern::complete(value, "tools/call", false))
+        } else {
+            jsonrpc::result_body(id, result)
+        }
+    };
     match joined {
-        Ok(Ok(result)) => Some(jsonrpc::result_body(id, &result)),
+        Ok(Ok(result)) => Some(result_body(&result)),
         Ok(Err(e)) if e.kind == ErrorKind::Cancelled => None,
         // Past resolution, errors can be reported as results instead.
         Ok(Err(e)) if errors == ErrorStyle::Result && e.stage != Stage::Resolve => {
-            Some(jsonrpc::result_body(id, &ToolResult::error(e.to_string())))
+            Some(result_body(&ToolResult::error(e.to_string())))
         }
         Ok(Err(e)) => Some(jsonrpc::error_body(id, &call_error(&e, trace_id))),
         Err(e) => {
@@ -191,17 +236,56 @@ pub(super) fn call_error(e: &CallError, trace_id: &str) -> RpcError {
 }
 
 impl Running {
-    /// The JSON of one event: a notification, or a request to the client
-    /// (registered so its answer finds its way back).
-    fn message(&mut self, event: CallEvent) -> Vec<u8> {
-        match event {
-            CallEvent::Ask(ask) => {
-                let (body, guard) = self.asks.send(ask, self.session_id.as_deref());
-                self._asked.push(guard);
-                body
-            }
+    /// The frame of one event: a notification, or a request to the client
+    /// (registered so its answer finds its way back). `None` when a modern
+    /// call's rounds took the question.
+    fn message(&mut self, event: CallEvent) -> Option<Bytes> {
+        let body = match event {
+            CallEvent::Ask(ask) => match &mut self.modern {
+                Some(m) => {
+                    if !m.rounds.ask(ask) {
+                        m.cancel.cancel();
+                    }
+                    return None;
+                }
+                None => {
+                    let (body, guard) = self.asks.send(ask, self.session_id.as_deref());
+                    self._asked.push(guard);
+                    body
+                }
+            },
             other => notification(other, &self.progress_token),
+        };
+        Some(sse_frame(&body))
+    }
+
+    /// The status and body of the call's answer; `None` when it was
+    /// cancelled. A modern call whose guest asked questions without answers
+    /// gets the input-required round instead of its result.
+    fn finish(
+        &self,
+        joined: Result<CallOutcome, tokio::task::JoinError>,
+    ) -> Option<(StatusCode, Vec<u8>)> {
+        if let Some(m) = &self.modern {
+            if let Some(round) = m.rounds.input_required(&m.key) {
+                return Some((StatusCode::OK, jsonrpc::result_body(&self.id, &round)));
+            }
+            let failed = match &joined {
+                Ok(Ok(result)) => result.is_error,
+                _ => true,
+            };
+            if failed && let Some(e) = m.rounds.missing_capability() {
+                return Some((StatusCode::BAD_REQUEST, jsonrpc::error_body(&self.id, &e)));
+            }
         }
+        outcome_body(
+            &self.id,
+            &self.trace_id,
+            self.errors,
+            self.modern.is_some(),
+            joined,
+        )
+        .map(|body| (StatusCode::OK, body))
     }
 }
 
@@ -242,31 +326,30 @@ pub(super) fn sse_frame(json: &[u8]) -> Bytes {
 }
 
 /// Streams the call's events, then its result, then ends.
-fn stream(mut running: Running, first: CallEvent) -> Response {
-    let first = sse_frame(&running.message(first));
+fn stream(running: Running, first: Bytes) -> Response {
     let rest = futures::stream::unfold(Some(running), |state| async move {
         let mut r = state?;
         tokio::select! {
             biased;
             Some(event) = r.events.recv() => {
-                let frame = sse_frame(&r.message(event));
+                let frame = r.message(event).unwrap_or_default();
                 Some((Ok::<_, Infallible>(frame), Some(r)))
             }
             joined = &mut r.task => {
                 // Events still queued, then the one notice of what was dropped, then the result.
                 let mut frames = Vec::new();
                 while let Ok(event) = r.events.try_recv() {
-                    let message = r.message(event);
-                    frames.extend_from_slice(&sse_frame(&message));
+                    if let Some(frame) = r.message(event) {
+                        frames.extend_from_slice(&frame);
+                    }
                 }
-                let Running { id, trace_id, cancel_on_drop, errors, sink, progress_token, .. } = r;
-                cancel_on_drop.disarm();
-                if let Some(notice) = sink.dropped_notice() {
-                    frames.extend_from_slice(&sse_frame(&notification(notice, &progress_token)));
+                if let Some(notice) = r.sink.dropped_notice() {
+                    frames.extend_from_slice(&sse_frame(&notification(notice, &r.progress_token)));
                 }
-                if let Some(body) = outcome_body(&id, &trace_id, errors, joined) {
+                if let Some((_, body)) = r.finish(joined) {
                     frames.extend_from_slice(&sse_frame(&body));
                 }
+                r.cancel_on_drop.disarm();
                 Some((Ok(Bytes::from(frames)), None))
             }
         }

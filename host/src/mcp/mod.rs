@@ -6,6 +6,7 @@ mod asks;
 mod calls;
 mod guard;
 mod jsonrpc;
+mod modern;
 mod offers;
 mod pins;
 mod session;
@@ -49,10 +50,16 @@ pub struct McpState {
     sessions: Sessions,
     /// Questions sent to clients, waiting for their answers.
     asks: Asks,
+    /// Turns true at shutdown: `subscriptions/listen` streams end gracefully.
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Seals the `requestState` of input-required rounds.
+    state_key: Arc<modern::StateKey>,
 }
 
 impl McpState {
-    /// `max_sessions` live at once, each forgotten after `session_timeout` unused.
+    /// `max_sessions` live at once, each forgotten after `session_timeout`
+    /// unused; `state_key` seals input-required rounds (random when `None`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         pipeline: Live,
         policy: OriginPolicy,
@@ -61,6 +68,7 @@ impl McpState {
         trace_ids: bool,
         max_sessions: usize,
         session_timeout: Duration,
+        state_key: Option<&str>,
     ) -> McpState {
         McpState {
             policy,
@@ -74,12 +82,15 @@ impl McpState {
             ),
             pipeline,
             asks: Asks::default(),
+            closing: tokio::sync::watch::Sender::new(false),
+            state_key: Arc::new(modern::StateKey::new(state_key)),
         }
     }
 
     /// Ends the sessions' GET streams (at shutdown).
     pub fn end_streams(&self) {
         self.sessions.end_streams();
+        self.closing.send_replace(true);
     }
 
     /// Whether session `id` is live and belongs to `owner` (the subject of
@@ -115,11 +126,7 @@ async fn post_mcp(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refusal) = st
-        .policy
-        .check(&headers)
-        .and_then(|_| guard::check_version(&headers))
-    {
+    if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
     let message = match Incoming::parse(&body) {
@@ -131,6 +138,16 @@ async fn post_mcp(
             );
         }
     };
+    let params = match &message {
+        Incoming::Request { params, .. } | Incoming::Notification { params, .. } => Some(params),
+        Incoming::Response { .. } => None,
+    };
+    if modern::era(&headers, params) == modern::Era::Modern {
+        return post_modern(&st, client, token.map(|t| t.0), &headers, message).await;
+    }
+    if let Err(refusal) = guard::check_version(&headers) {
+        return refused(refusal);
+    }
     if let Incoming::Request { id, method, params } = &message
         && method == "initialize"
     {
@@ -167,6 +184,7 @@ async fn post_mcp(
                 headers: &headers,
                 client,
                 token: token.map(|t| t.0),
+                modern: None,
             };
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
@@ -193,6 +211,96 @@ async fn post_mcp(
     }
 }
 
+/// A modern (2026-07-28) request: what its `_meta` said, and its method.
+struct Modern {
+    meta: modern::RequestMeta,
+    method: String,
+}
+
+/// A modern POST: admitted (`_meta`, headers, version) and dispatched with
+/// no session. Each request stands alone; answers are modern results.
+async fn post_modern(
+    st: &McpState,
+    client: SocketAddr,
+    token: Option<crate::pipeline::Principal>,
+    headers: &HeaderMap,
+    message: Incoming,
+) -> Response {
+    let (id, method, params) = match message {
+        Incoming::Request { id, method, params } => (id, method, params),
+        // No client notification is defined on HTTP; cancelling is closing the stream.
+        Incoming::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        Incoming::Response { id, .. } => {
+            let error = RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: clients send no JSON-RPC responses in protocol 2026-07-28",
+            );
+            return json_response(StatusCode::BAD_REQUEST, jsonrpc::error_body(&id, &error));
+        }
+    };
+    let meta = match modern::admit(headers, &method, &params) {
+        Ok(meta) => meta,
+        Err(refused) => {
+            return json_response(refused.status, jsonrpc::error_body(&id, &refused.error));
+        }
+    };
+    let request = Request {
+        id,
+        params,
+        session: None,
+        headers,
+        client,
+        token,
+        modern: Some(Modern {
+            meta,
+            method: method.clone(),
+        }),
+    };
+    match method.as_str() {
+        "server/discover" => discover(st, &request),
+        "tools/list" => tools_list(st, &request).await,
+        "tools/call" => calls::tools_call(st, request).await,
+        "resources/list" => offers::resources_list(st, &request).await,
+        "resources/templates/list" => offers::templates_list(st, &request).await,
+        "resources/read" => offers::resources_read(st, &request).await,
+        "prompts/list" => offers::prompts_list(st, &request).await,
+        "prompts/get" => offers::prompts_get(st, &request).await,
+        "completion/complete" => offers::complete(st, &request).await,
+        "subscriptions/listen" => match modern::Filter::parse(&request.params) {
+            Ok(filter) => modern::listen(
+                request.id,
+                filter,
+                st.pipeline.current().changes(),
+                st.closing.subscribe(),
+            ),
+            Err(e) => request.fail(&e),
+        },
+        _ => {
+            let error = RpcError::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            );
+            json_response(
+                StatusCode::NOT_FOUND,
+                jsonrpc::error_body(&request.id, &error),
+            )
+        }
+    }
+}
+
+/// `server/discover`: the revisions spoken, what is offered, who answers.
+fn discover(st: &McpState, req: &Request<'_>) -> Response {
+    let mut caps = capabilities(st);
+    // Logging is opted into per request in this revision.
+    if let Some(caps) = caps.as_object_mut() {
+        caps.remove("logging");
+    }
+    req.reply(&json!({
+        "supportedVersions": modern::all_versions(),
+        "capabilities": caps,
+    }))
+}
+
 /// A request being answered.
 struct Request<'a> {
     id: Value,
@@ -202,9 +310,66 @@ struct Request<'a> {
     client: SocketAddr,
     /// The principal of the request's bearer token (`[oauth]`).
     token: Option<crate::pipeline::Principal>,
+    /// Set for a 2026-07-28 request; `None` for the 2025 revisions.
+    modern: Option<Modern>,
 }
 
 impl Request<'_> {
+    /// Answers with `result`, in the modern shape for a modern request.
+    fn reply<T: serde::Serialize>(&self, result: &T) -> Response {
+        match &self.modern {
+            None => reply(&self.id, result),
+            Some(m) => {
+                let value = serde_json::to_value(result).expect("results serialize");
+                reply(
+                    &self.id,
+                    &modern::complete(value, &m.method, self.private()),
+                )
+            }
+        }
+    }
+
+    /// Answers with `error`. The modern revision reports an unknown
+    /// resource as invalid params (-32602), not -32002.
+    fn fail(&self, error: &RpcError) -> Response {
+        if self.modern.is_some() && error.code == offers::RESOURCE_NOT_FOUND {
+            let mut error = error.clone();
+            error.code = jsonrpc::INVALID_PARAMS;
+            return reply_error(&self.id, &error);
+        }
+        reply_error(&self.id, error)
+    }
+
+    /// What a modern request's `requestState` is bound to: the method, what
+    /// it names, its arguments and the credentials sent, so a state cannot
+    /// be replayed on another request or by another caller.
+    fn binding(&self, name: &str, args: &Value) -> String {
+        let credential = |h: &str| {
+            self.headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map_or(Value::Null, |v| json!(v))
+        };
+        let method = self.modern.as_ref().map_or("", |m| m.method.as_str());
+        let subject = self
+            .token
+            .as_ref()
+            .map_or(Value::Null, |t| json!(t.subject));
+        modern::digest(&[
+            &json!(method),
+            &json!(name),
+            args,
+            &credential("authorization"),
+            &credential("x-api-key"),
+            &subject,
+        ])
+    }
+
+    /// Whether the answer may depend on who asked: credentials were sent.
+    fn private(&self) -> bool {
+        self.token.is_some() || self.headers.contains_key(axum::http::header::AUTHORIZATION)
+    }
+
     /// A call context for this request: trace id, session, what the auth stage sees.
     fn context(&self, st: &McpState) -> CallContext {
         let traceparent = self
@@ -308,9 +473,9 @@ async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
             if let Some(next) = next {
                 result["nextCursor"] = Value::String(next);
             }
-            reply(&req.id, &result)
+            req.reply(&result)
         }
-        Err(e) => reply_error(&req.id, &e),
+        Err(e) => req.fail(&e),
     }
 }
 

@@ -5,12 +5,15 @@ use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use tokio::sync::mpsc;
+
 use super::jsonrpc::RpcError;
-use super::{McpState, Request, page, reply, reply_error};
-use crate::pipeline::{CallError, CompletionRef, ErrorKind, Stage};
+use super::modern::Rounds;
+use super::{McpState, Request, page};
+use crate::pipeline::{Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage};
 
 /// MCP's code for an unknown resource URI.
-const RESOURCE_NOT_FOUND: i64 = -32002;
+pub(super) const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A listing method's answer: one page of `items` under `key`.
 fn listing<T: Serialize>(
@@ -25,9 +28,9 @@ fn listing<T: Serialize>(
             if let Some(next) = next {
                 result["nextCursor"] = Value::String(next);
             }
-            reply(&req.id, &result)
+            req.reply(&result)
         }
-        Err(e) => reply_error(&req.id, &e),
+        Err(e) => req.fail(&e),
     }
 }
 
@@ -69,12 +72,12 @@ fn uri_param(req: &Request<'_>) -> Result<String, RpcError> {
 pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response {
     let uri = match uri_param(req) {
         Ok(uri) => uri,
-        Err(e) => return reply_error(&req.id, &e),
+        Err(e) => return req.fail(&e),
     };
     let mut cx = req.context(st);
     match st.pipeline.current().read_resource(&uri, &mut cx).await {
-        Ok(result) => reply(&req.id, &result),
-        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, Some(&uri))),
+        Ok(result) => req.reply(&result),
+        Err(e) => req.fail(&offer_error(&e, &cx.trace_id, Some(&uri))),
     }
 }
 
@@ -83,13 +86,12 @@ pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response
 pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response {
     let uri = match uri_param(req) {
         Ok(uri) => uri,
-        Err(e) => return reply_error(&req.id, &e),
+        Err(e) => return req.fail(&e),
     };
     let Some(session) = &req.session else {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params("subscriptions need a session (Mcp-Session-Id)"),
-        );
+        return req.fail(&RpcError::invalid_params(
+            "subscriptions need a session (Mcp-Session-Id)",
+        ));
     };
     if on {
         // Only what could be read can be watched.
@@ -102,13 +104,13 @@ pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response 
             .is_err()
         {
             let e = CallError::resource_not_found(&uri);
-            return reply_error(&req.id, &offer_error(&e, "", Some(&uri)));
+            return req.fail(&offer_error(&e, "", Some(&uri)));
         }
         session.subscribe(&uri);
     } else {
         session.unsubscribe(&uri);
     }
-    reply(&req.id, &json!({}))
+    req.reply(&json!({}))
 }
 
 /// Prompt arguments are strings by name.
@@ -124,19 +126,81 @@ fn string_map(v: Option<&Value>, what: &str) -> Result<Map<String, Value>, RpcEr
 
 pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
     let Some(name) = req.params.get("name").and_then(Value::as_str) else {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params("prompts/get needs a name"),
-        );
+        return req.fail(&RpcError::invalid_params("prompts/get needs a name"));
     };
     let args = match string_map(req.params.get("arguments"), "arguments") {
         Ok(a) => a,
-        Err(e) => return reply_error(&req.id, &e),
+        Err(e) => return req.fail(&e),
     };
+    if req.modern.is_some() {
+        return prompt_in_rounds(st, req, name, args).await;
+    }
     let mut cx = req.context(st);
     match st.pipeline.current().get_prompt(name, &args, &mut cx).await {
-        Ok(result) => reply(&req.id, &result),
-        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, None)),
+        Ok(result) => req.reply(&result),
+        Err(e) => req.fail(&offer_error(&e, &cx.trace_id, None)),
+    }
+}
+
+/// `prompts/get` for a 2026-07-28 request: the prompt's questions to the
+/// client become input-required rounds, as a tool call's do.
+async fn prompt_in_rounds(
+    st: &McpState,
+    req: &Request<'_>,
+    name: &str,
+    args: Map<String, Value>,
+) -> Response {
+    let Some(modern) = &req.modern else {
+        unreachable!("called for modern requests only")
+    };
+    let bind = req.binding(name, &Value::Object(args.clone()));
+    let mut rounds = match Rounds::begin(&st.state_key, &modern.meta, &req.params, bind) {
+        Ok(rounds) => rounds,
+        Err(e) => return req.fail(&e),
+    };
+    let (tx, mut rx) = mpsc::channel(16);
+    let mut cx = req.context(st);
+    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
+        elicitation: true,
+        sampling: true,
+    });
+    let cancel = cx.cancel.clone();
+    let _cancel_on_drop = cx.cancel.drop_guard();
+    let pipeline = st.pipeline.current();
+    let prompt = name.to_string();
+    let mut task = tokio::spawn(async move {
+        let result = pipeline.get_prompt(&prompt, &args, &mut cx).await;
+        (result, cx.trace_id)
+    });
+    let joined = loop {
+        tokio::select! {
+            biased;
+            Some(event) = rx.recv() => {
+                if let CallEvent::Ask(ask) = event
+                    && !rounds.ask(ask)
+                {
+                    cancel.cancel();
+                }
+            }
+            joined = &mut task => break joined,
+        }
+    };
+    if let Some(round) = rounds.input_required(&st.state_key) {
+        return super::reply(&req.id, &round);
+    }
+    match joined {
+        Ok((Ok(result), _)) => req.reply(&result),
+        Ok((Err(e), trace_id)) => match rounds.missing_capability() {
+            Some(missing) => super::json_response(
+                axum::http::StatusCode::BAD_REQUEST,
+                super::jsonrpc::error_body(&req.id, &missing),
+            ),
+            None => req.fail(&offer_error(&e, &trace_id, None)),
+        },
+        Err(e) => {
+            tracing::error!("prompt task failed: {e}");
+            req.fail(&RpcError::new(-32603, "Internal error"))
+        }
     }
 }
 
@@ -157,12 +221,9 @@ pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
         _ => None,
     };
     let Some(reference) = reference else {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params(
-                "ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}",
-            ),
-        );
+        return req.fail(&RpcError::invalid_params(
+            "ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}",
+        ));
     };
     let argument = req.params.get("argument");
     let (Some(arg_name), Some(value)) = (
@@ -171,17 +232,16 @@ pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
             .and_then(|a| a.get("value"))
             .and_then(Value::as_str),
     ) else {
-        return reply_error(
-            &req.id,
-            &RpcError::invalid_params("argument must be {name, value} strings"),
-        );
+        return req.fail(&RpcError::invalid_params(
+            "argument must be {name, value} strings",
+        ));
     };
     let context = match string_map(
         req.params.get("context").and_then(|c| c.get("arguments")),
         "context.arguments",
     ) {
         Ok(c) => c,
-        Err(e) => return reply_error(&req.id, &e),
+        Err(e) => return req.fail(&e),
     };
     let mut cx = req.context(st);
     match st
@@ -190,8 +250,8 @@ pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
         .complete(&reference, arg_name, value, &context, &mut cx)
         .await
     {
-        Ok(completion) => reply(&req.id, &json!({ "completion": completion })),
-        Err(e) => reply_error(&req.id, &offer_error(&e, &cx.trace_id, None)),
+        Ok(completion) => req.reply(&json!({ "completion": completion })),
+        Err(e) => req.fail(&offer_error(&e, &cx.trace_id, None)),
     }
 }
 

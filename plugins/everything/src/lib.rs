@@ -3,6 +3,8 @@
 //! Also a tour of every content type, and of asking the client
 //! (elicitation, sampling) in the middle of a call.
 
+mod rounds;
+
 use std::time::Duration;
 
 use hangar_sdk::client::{self, ClientError, ElicitAction, SamplingMessage, SamplingRequest};
@@ -174,6 +176,7 @@ impl Tool for Everything {
             })
             .collect();
         tools.extend(asking_tools());
+        tools.extend(rounds::tools());
         tools
     }
 
@@ -183,6 +186,9 @@ impl Tool for Everything {
         arguments: String,
     ) -> Result<CallResult, ToolError> {
         let pause = || std::thread::sleep(Duration::from_millis(50));
+        if let Some(result) = rounds::call(&name) {
+            return result;
+        }
         Ok(match name.as_str() {
             "test_sampling" => {
                 let prompt = arg(&arguments, "prompt")?;
@@ -363,6 +369,10 @@ impl Prompts for Everything {
             )
             .argument("resourceUri", "URI of the resource to embed", true),
             PromptDefinition::new("test_prompt_with_image", "A prompt with an image"),
+            PromptDefinition::new(
+                "test_input_required_result_prompt",
+                "Asks the user what context the prompt should use",
+            ),
         ]
     }
 
@@ -398,6 +408,11 @@ impl Prompts for Everything {
                 PromptMessage::user(ContentBlock::image(PNG, "image/png")),
                 user("Please analyze the image above.".into()),
             ],
+            "test_input_required_result_prompt" => {
+                let context = rounds::prompt_context()
+                    .map_err(|e| PromptError::Failed(client_error(e).message))?;
+                vec![user(format!("Use this context: {context}"))]
+            }
             other => return Err(PromptError::InvalidArguments(format!("no prompt {other}"))),
         };
         Ok(PromptResult::new(messages))

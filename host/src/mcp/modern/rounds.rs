@@ -1,0 +1,280 @@
+//! Input-required rounds (MRTR): how a guest's questions to the client
+//! (elicitation, sampling) work without server-to-client requests.
+//!
+//! The guest runs again from the start on every round. Its questions are
+//! numbered in the order it asks them (`elicitation-1`, `sampling-2`, …).
+//! A question already answered — in this request's `inputResponses`, or in
+//! an earlier round's sealed `requestState` — gets its answer at once. A
+//! question with no answer yet gets an error back (`failed`, "input
+//! required …"), is kept, and the guest may ask more; when the guest ends,
+//! whatever it returned is dropped and the client gets an
+//! `InputRequiredResult` with every question kept, plus a `requestState`
+//! holding the answers so far. A guest should therefore return as soon as
+//! a question fails, and do nothing it cannot repeat before its questions
+//! are answered.
+//!
+//! A question needing a capability the client did not declare is refused
+//! to the guest (`unsupported`); if the call then fails, the client gets
+//! `MissingRequiredClientCapability` (-32021) naming it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use super::state::{Answered, RoundState, StateKey, digest};
+use super::{MISSING_CAPABILITY, RequestMeta};
+use crate::mcp::jsonrpc::RpcError;
+use crate::pipeline::{Ask, AskError, AskKind};
+
+/// Questions one run may leave unanswered before it is stopped: a guest
+/// that keeps asking after its questions fail is not waiting for answers.
+pub const MAX_PENDING: usize = 16;
+
+/// One request's rounds: the answers it brought and the questions its run
+/// asked that have none yet.
+pub struct Rounds {
+    /// Digest of the request (method, name, arguments, credentials).
+    bind: String,
+    elicitation: bool,
+    sampling: bool,
+    /// Answers usable in this run, by question key.
+    known: BTreeMap<String, Answered>,
+    /// Questions sent on the last round (from the state): key → digest.
+    asked_before: BTreeMap<String, String>,
+    /// This request's `inputResponses`.
+    responses: Map<String, Value>,
+    /// How many questions the run has asked.
+    count: usize,
+    /// Questions without an answer: key → `{method, params}`, and their digests.
+    pending: Map<String, Value>,
+    pending_digests: BTreeMap<String, String>,
+    /// Capabilities the guest needed and the client did not declare.
+    missing: BTreeSet<&'static str>,
+}
+
+fn capability(kind: AskKind) -> &'static str {
+    match kind {
+        AskKind::Elicit => "elicitation",
+        AskKind::Sample => "sampling",
+    }
+}
+
+impl Rounds {
+    /// Reads `inputResponses` and `requestState`; a state that fails its
+    /// checks, or responses that are not an object, are invalid params.
+    pub fn begin(
+        key: &StateKey,
+        meta: &RequestMeta,
+        params: &Map<String, Value>,
+        bind: String,
+    ) -> Result<Rounds, RpcError> {
+        let responses = match params.get("inputResponses") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(r)) => r.clone(),
+            Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object")),
+        };
+        let state = match params.get("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(
+                RoundState::open(s, key, &bind)
+                    .map_err(|why| RpcError::invalid_params(why.to_string()))?,
+            ),
+            Some(_) => return Err(RpcError::invalid_params("requestState must be a string")),
+        };
+        let (asked_before, known) = state.map(|s| (s.asked, s.known)).unwrap_or_default();
+        Ok(Rounds {
+            bind,
+            elicitation: meta.declares("elicitation"),
+            sampling: meta.declares("sampling"),
+            known,
+            asked_before,
+            responses,
+            count: 0,
+            pending: Map::new(),
+            pending_digests: BTreeMap::new(),
+            missing: BTreeSet::new(),
+        })
+    }
+
+    /// Answers a question of the running guest, or keeps it for the client.
+    /// False when the run has left too many questions unanswered and must stop.
+    pub fn ask(&mut self, ask: Ask) -> bool {
+        self.count += 1;
+        let cap = capability(ask.kind);
+        let declared = match ask.kind {
+            AskKind::Elicit => self.elicitation,
+            AskKind::Sample => self.sampling,
+        };
+        if !declared {
+            self.missing.insert(cap);
+            let _ = ask.answer.send(Err(AskError::Unsupported(format!(
+                "the client did not declare the {cap} capability"
+            ))));
+            return true;
+        }
+        let key = format!("{cap}-{}", self.count);
+        let question = digest(&[&json!(ask.kind.method()), &ask.params]);
+        if let Some(known) = self.known.get(&key).filter(|k| k.q == question) {
+            let _ = ask.answer.send(Ok(known.a.clone()));
+            return true;
+        }
+        // Answered now: the client saw this very question last round.
+        if self.asked_before.get(&key) == Some(&question)
+            && let Some(answer) = self.responses.get(&key).filter(|a| a.is_object())
+        {
+            self.known.insert(
+                key,
+                Answered {
+                    q: question,
+                    a: answer.clone(),
+                },
+            );
+            let _ = ask.answer.send(Ok(answer.clone()));
+            return true;
+        }
+        self.pending.insert(
+            key.clone(),
+            json!({ "method": ask.kind.method(), "params": ask.params }),
+        );
+        self.pending_digests.insert(key, question);
+        let _ = ask.answer.send(Err(AskError::Failed(
+            "input required: the client answers this question when it retries the request (protocol 2026-07-28)".into(),
+        )));
+        self.pending.len() < MAX_PENDING
+    }
+
+    /// The `InputRequiredResult` when the run left questions unanswered.
+    pub fn input_required(&self, key: &StateKey) -> Option<Value> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let state = RoundState::new(
+            self.bind.clone(),
+            self.pending_digests.clone(),
+            self.known.clone(),
+        );
+        Some(json!({
+            "resultType": "input_required",
+            "inputRequests": self.pending,
+            "requestState": state.seal(key),
+            "_meta": { "io.modelcontextprotocol/serverInfo": super::server_info() },
+        }))
+    }
+
+    /// `MissingRequiredClientCapability` for a call that failed after the
+    /// guest was refused a capability the client did not declare.
+    pub fn missing_capability(&self) -> Option<RpcError> {
+        if self.missing.is_empty() {
+            return None;
+        }
+        let required: Map<String, Value> = self
+            .missing
+            .iter()
+            .map(|c| (c.to_string(), json!({})))
+            .collect();
+        let names: Vec<&str> = self.missing.iter().copied().collect();
+        Some(RpcError {
+            code: MISSING_CAPABILITY,
+            message: format!(
+                "Missing required client capability: {} (declare it in _meta io.modelcontextprotocol/clientCapabilities)",
+                names.join(", ")
+            ),
+            data: Some(json!({ "requiredCapabilities": required })),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot;
+
+    fn meta(caps: Value) -> RequestMeta {
+        RequestMeta::parse(Some(&json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        })))
+        .unwrap()
+    }
+
+    fn ask(rounds: &mut Rounds, kind: AskKind, text: &str) -> Result<Value, AskError> {
+        let (tx, mut rx) = oneshot::channel();
+        rounds.ask(Ask {
+            kind,
+            params: json!({ "message": text }),
+            answer: tx,
+        });
+        rx.try_recv().unwrap()
+    }
+
+    #[test]
+    fn questions_are_answered_on_the_retry_and_kept_across_rounds() {
+        let key = StateKey::new(Some("k"));
+        let caps = meta(json!({ "elicitation": {} }));
+        // Round 1: the first question has no answer.
+        let mut r1 = Rounds::begin(&key, &caps, &Map::new(), "b".into()).unwrap();
+        assert!(ask(&mut r1, AskKind::Elicit, "name?").is_err());
+        let result = r1.input_required(&key).unwrap();
+        assert_eq!(
+            result["inputRequests"]["elicitation-1"]["method"],
+            "elicitation/create"
+        );
+        // Round 2: answered; the second question is new.
+        let params = json!({
+            "inputResponses": { "elicitation-1": { "action": "accept" }, "extra": 1 },
+            "requestState": result["requestState"],
+        });
+        let mut r2 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
+        assert_eq!(
+            ask(&mut r2, AskKind::Elicit, "name?").unwrap()["action"],
+            "accept"
+        );
+        assert!(ask(&mut r2, AskKind::Elicit, "color?").is_err());
+        let result = r2.input_required(&key).unwrap();
+        assert!(result["inputRequests"].get("elicitation-2").is_some());
+        // Round 3: both answers, the first from the state.
+        let params = json!({
+            "inputResponses": { "elicitation-2": { "action": "decline" } },
+            "requestState": result["requestState"],
+        });
+        let mut r3 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
+        assert!(ask(&mut r3, AskKind::Elicit, "name?").is_ok());
+        assert_eq!(
+            ask(&mut r3, AskKind::Elicit, "color?").unwrap()["action"],
+            "decline"
+        );
+        assert!(r3.input_required(&key).is_none());
+    }
+
+    #[test]
+    fn a_state_for_another_request_or_a_forged_one_is_refused() {
+        let key = StateKey::new(Some("k"));
+        let caps = meta(json!({ "elicitation": {} }));
+        let mut r1 = Rounds::begin(&key, &caps, &Map::new(), "b".into()).unwrap();
+        let _ = ask(&mut r1, AskKind::Elicit, "name?");
+        let state = r1.input_required(&key).unwrap()["requestState"].clone();
+        let params = json!({ "requestState": state });
+        assert!(Rounds::begin(&key, &caps, params.as_object().unwrap(), "other".into()).is_err());
+        let params = json!({ "requestState": format!("x{}", state.as_str().unwrap()) });
+        assert!(Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).is_err());
+        let params = json!({ "inputResponses": [1] });
+        assert!(Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).is_err());
+    }
+
+    #[test]
+    fn an_undeclared_capability_is_refused_and_named() {
+        let key = StateKey::new(Some("k"));
+        let mut r = Rounds::begin(&key, &meta(json!({})), &Map::new(), "b".into()).unwrap();
+        assert!(matches!(
+            ask(&mut r, AskKind::Sample, "hi"),
+            Err(AskError::Unsupported(_))
+        ));
+        assert!(r.input_required(&key).is_none());
+        let e = r.missing_capability().unwrap();
+        assert_eq!(e.code, MISSING_CAPABILITY);
+        assert_eq!(
+            e.data.unwrap()["requiredCapabilities"],
+            json!({ "sampling": {} })
+        );
+    }
+}

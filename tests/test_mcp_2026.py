@@ -1,0 +1,227 @@
+"""MCP 2026-07-28 on /mcp beside the 2025 revisions: stateless requests that carry their
+version and capabilities in _meta, server/discover, mirrored headers, modern results,
+per-request logging and subscriptions/listen. Raw HTTP, so every status and code is seen."""
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from conftest import Mcp, parse_reply, wait_for
+
+V = "2026-07-28"
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def meta(caps=None, **extra):
+    return {"io.modelcontextprotocol/protocolVersion": V,
+            "io.modelcontextprotocol/clientInfo": {"name": "hangar-tests", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": caps or {}, **extra}
+
+
+def headers_for(method, params):
+    h = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+         "mcp-protocol-version": V, "mcp-method": method}
+    if method in NAMED and NAMED[method] in params:
+        h["mcp-name"] = params[NAMED[method]]
+    return h
+
+
+def modern(server, method, params=None, headers=None, id=1, caps=None, raw=False):
+    """One modern request; `headers` override the mirrored ones (None values drop them)."""
+    params = dict(params or {})
+    params.setdefault("_meta", meta(caps))
+    h = headers_for(method, params)
+    for k, v in (headers or {}).items():
+        if v is None:
+            h.pop(k, None)
+        else:
+            h[k] = v
+    r = httpx.post(server.url + "/mcp", headers=h, timeout=30,
+                   content=json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    return r if raw else parse_reply(r)
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(plugins=("echo", "everything"))
+
+
+def test_discover_names_both_revisions_and_the_server(server):
+    r = modern(server, "server/discover")
+    assert r["_status"] == 200, r
+    result = r["result"]
+    assert result["resultType"] == "complete"
+    assert result["supportedVersions"][0] == V and "2025-11-25" in result["supportedVersions"]
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "hangar"
+    assert {"tools", "resources", "prompts"} <= set(result["capabilities"])
+    assert "logging" not in result["capabilities"]
+    assert result["ttlMs"] >= 0 and result["cacheScope"] in ("public", "private")
+
+
+@pytest.mark.parametrize("bad_meta", [
+    None,
+    {"io.modelcontextprotocol/clientCapabilities": {}},
+    {"io.modelcontextprotocol/protocolVersion": V},
+    {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": []},
+])
+def test_a_request_without_its_meta_is_invalid_params_400(server, bad_meta):
+    params = {} if bad_meta is None else {"_meta": bad_meta}
+    h = headers_for("tools/list", params)
+    r = httpx.post(server.url + "/mcp", headers=h, timeout=30,
+                   json={"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": params})
+    assert r.status_code == 400
+    body = r.json()
+    assert body["id"] == 7 and body["error"]["code"] == -32602, body
+
+
+def test_client_info_is_optional(server):
+    m = meta()
+    del m["io.modelcontextprotocol/clientInfo"]
+    r = modern(server, "tools/list", {"_meta": m})
+    assert r["_status"] == 200 and "tools" in r["result"]
+
+
+@pytest.mark.parametrize("headers,why", [
+    ({"mcp-protocol-version": None}, "MCP-Protocol-Version"),
+    ({"mcp-method": None}, "Mcp-Method"),
+    ({"mcp-method": "prompts/list"}, "Mcp-Method"),
+    ({"mcp-name": None}, "Mcp-Name"),
+    ({"mcp-name": "other"}, "Mcp-Name"),
+])
+def test_headers_must_mirror_the_body(server, headers, why):
+    r = modern(server, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, headers=headers)
+    assert r["_status"] == 400
+    assert r["error"]["code"] == -32020 and why in r["error"]["message"], r
+
+
+def test_an_encoded_name_header_is_decoded(server):
+    r = modern(server, "tools/call", {"name": "echo", "arguments": {"text": "x"}},
+               headers={"mcp-name": "=?base64?ZWNobw==?="})
+    assert r["_status"] == 200 and r["result"]["content"][0]["text"] == "x", r
+
+
+def test_header_and_meta_versions_must_agree(server):
+    params = {"_meta": meta()}
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0"
+    r = modern(server, "server/discover", params)
+    assert (r["_status"], r["error"]["code"]) == (400, -32020), r
+
+
+def test_an_unsupported_version_lists_the_supported_ones(server):
+    params = {"_meta": meta()}
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0"
+    r = modern(server, "server/discover", params, headers={"mcp-protocol-version": "v999.0.0"}, id=301)
+    assert (r["_status"], r["id"], r["error"]["code"]) == (400, 301, -32022), r
+    assert r["error"]["data"]["requested"] == "v999.0.0"
+    assert V in r["error"]["data"]["supported"] and "2025-11-25" in r["error"]["data"]["supported"]
+
+
+@pytest.mark.parametrize("method", ["unknown/method", "initialize", "ping", "logging/setLevel",
+                                    "resources/subscribe", "resources/unsubscribe"])
+def test_unknown_and_removed_methods_are_404(server, method):
+    r = modern(server, method, id=500)
+    assert (r["_status"], r["id"], r["error"]["code"]) == (404, 500, -32601), r
+
+
+def test_lists_and_reads_carry_result_type_and_cache_hints(server):
+    for method, key in [("tools/list", "tools"), ("prompts/list", "prompts"),
+                        ("resources/list", "resources"), ("resources/templates/list", "resourceTemplates")]:
+        r = modern(server, method)
+        result = r["result"]
+        assert result["resultType"] == "complete" and isinstance(result[key], list), (method, r)
+        assert result["ttlMs"] >= 0 and result["cacheScope"] == "public", (method, result)
+    read = modern(server, "resources/read", {"uri": "test://static-text"})["result"]
+    assert read["contents"][0]["text"].startswith("This is the content")
+    assert (read["resultType"], read["ttlMs"], read["cacheScope"]) == ("complete", 0, "private")
+
+
+def test_tools_list_order_is_stable(server):
+    names = [[t["name"] for t in modern(server, "tools/list")["result"]["tools"]] for _ in range(3)]
+    assert names[0] == names[1] == names[2] and "echo" in names[0]
+
+
+def test_a_call_is_a_complete_result_and_mints_no_session(server):
+    r = modern(server, "tools/call", {"name": "echo", "arguments": {"text": "hi", "times": 2}}, raw=True)
+    assert r.status_code == 200 and "mcp-session-id" not in r.headers
+    result = parse_reply(r)["result"]
+    assert result["content"][0]["text"] == "hi hi"
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "hangar"
+    assert "ttlMs" not in result
+
+
+def test_a_session_id_on_a_modern_request_is_ignored(server):
+    r = modern(server, "tools/list", headers={"mcp-session-id": "nonsense"}, raw=True)
+    assert r.status_code == 200 and "mcp-session-id" not in r.headers
+    assert parse_reply(r)["result"]["resultType"] == "complete"
+
+
+def test_an_unknown_resource_is_invalid_params(server):
+    r = modern(server, "resources/read", {"uri": "test://nothing-here"})
+    assert r["error"]["code"] == -32602 and r["error"]["data"]["uri"] == "test://nothing-here", r
+
+
+def test_logs_flow_only_to_a_request_that_set_a_log_level(server):
+    quiet = modern(server, "tools/call", {"name": "test_tool_with_logging", "arguments": {}})
+    assert "result" in quiet and not [e for e in quiet["_events"] if e["method"] == "notifications/message"]
+    loud = modern(server, "tools/call", {"name": "test_tool_with_logging", "arguments": {},
+                                         "_meta": meta(**{"io.modelcontextprotocol/logLevel": "debug"})})
+    logs = [e for e in loud["_events"] if e["method"] == "notifications/message"]
+    assert "result" in loud and logs, loud
+
+
+def listen(server, notifications, frames, ready, id=41):
+    """Reads a subscriptions/listen stream into `frames` until it ends or the test closes it."""
+    params = {"_meta": meta(), "notifications": notifications}
+    with httpx.Client(timeout=httpx.Timeout(30, read=60)) as http:
+        with http.stream("POST", server.url + "/mcp", headers=headers_for("subscriptions/listen", params),
+                         json={"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                               "params": params}) as r:
+            frames.append({"_status": r.status_code, "_type": r.headers.get("content-type")})
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line[6:]))
+                    ready.set()
+                if len(frames) > 3:
+                    return
+
+
+def test_listen_acknowledges_then_sends_only_what_was_asked(server):
+    frames, ready = [], threading.Event()
+    t = threading.Thread(target=listen, daemon=True, args=(
+        server, {"resourceSubscriptions": ["test://watched-resource"], "promptsListChanged": True},
+        frames, ready))
+    t.start()
+    assert ready.wait(30), frames
+    assert frames[0]["_status"] == 200 and frames[0]["_type"].startswith("text/event-stream")
+    ack = frames[1]
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 41
+    assert ack["params"]["notifications"] == {"promptsListChanged": True,
+                                              "resourceSubscriptions": ["test://watched-resource"]}
+    for uri in ("test://other", "test://watched-resource"):
+        r = modern(server, "tools/call", {"name": "test_touch_resource", "arguments": {"uri": uri}})
+        assert "result" in r, r
+    wait_for(lambda: len(frames) > 2, 30, "the resource update on the listen stream")
+    update = frames[2]
+    assert update["method"] == "notifications/resources/updated", frames
+    assert update["params"]["uri"] == "test://watched-resource"
+    assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 41
+
+
+def test_a_bad_filter_is_invalid_params(server):
+    r = modern(server, "subscriptions/listen", {"notifications": {"toolsListChanged": "yes"}})
+    assert (r["_status"], r["error"]["code"]) == (200, -32602), r
+
+
+def test_clients_of_2025_are_served_as_before(server):
+    c = Mcp(server.url)
+    init = c.initialize()
+    assert init["result"]["protocolVersion"] == "2025-11-25" and c.session
+    r = c.call("echo", {"text": "old"})
+    assert r["result"]["content"][0]["text"] == "old" and "resultType" not in r["result"]
+    # A 2025 request with no session and no version header is still the 2025 revision.
+    bare = Mcp(server.url).request("tools/list")
+    assert "tools" in bare["result"] and "resultType" not in bare["result"]
