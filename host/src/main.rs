@@ -107,6 +107,10 @@ fn tune_allocator() {
 
 fn main() -> ExitCode {
     tune_allocator();
+    // reqwest is built without a TLS provider of its own (the upstream
+    // client is handed Hangar's rustls config); the OTLP exporter's client
+    // is not, so it takes the process default: ring, as everywhere else.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     // Before the async runtime: the OTLP exporter's HTTP client is blocking.
