@@ -29,7 +29,9 @@ impl RequestMeta {
         let version = match meta.get("io.modelcontextprotocol/protocolVersion") {
             Some(Value::String(v)) => v.clone(),
             Some(_) => {
-                return Err("_meta io.modelcontextprotocol/protocolVersion must be a string".into());
+                return Err(
+                    "_meta io.modelcontextprotocol/protocolVersion must be a string".into(),
+                );
             }
             None => return Err("_meta io.modelcontextprotocol/protocolVersion is required".into()),
         };
