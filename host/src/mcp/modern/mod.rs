@@ -10,6 +10,7 @@
 mod headers;
 mod listen;
 mod meta;
+mod post;
 mod rounds;
 mod state;
 
@@ -18,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 pub use listen::{Filter, open as listen};
 pub use meta::RequestMeta;
+pub(super) use post::post;
 pub use rounds::Rounds;
 pub use state::{StateKey, digest};
 

@@ -1,0 +1,97 @@
+//! Dispatching one modern POST: admitted, then handed to the same handlers
+//! the 2025 revisions use, with no session.
+
+use std::net::SocketAddr;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::super::jsonrpc::{self, Incoming, RpcError};
+use super::super::{
+    McpState, Modern, Request, calls, capabilities, json_response, offers, tools_list,
+};
+
+/// A modern POST: admitted (`_meta`, headers, version) and dispatched with
+/// no session. Each request stands alone; answers are modern results.
+pub(in crate::mcp) async fn post(
+    st: &McpState,
+    client: SocketAddr,
+    token: Option<crate::pipeline::Principal>,
+    headers: &HeaderMap,
+    message: Incoming,
+) -> Response {
+    let (id, method, params) = match message {
+        Incoming::Request { id, method, params } => (id, method, params),
+        // No client notification is defined on HTTP; cancelling is closing the stream.
+        Incoming::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        Incoming::Response { id, .. } => {
+            let error = RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: clients send no JSON-RPC responses in protocol 2026-07-28",
+            );
+            return json_response(StatusCode::BAD_REQUEST, jsonrpc::error_body(&id, &error));
+        }
+    };
+    let meta = match super::admit(headers, &method, &params) {
+        Ok(meta) => meta,
+        Err(refused) => {
+            return json_response(refused.status, jsonrpc::error_body(&id, &refused.error));
+        }
+    };
+    let request = Request {
+        id,
+        params,
+        session: None,
+        headers,
+        client,
+        token,
+        modern: Some(Modern {
+            meta,
+            method: method.clone(),
+        }),
+    };
+    match method.as_str() {
+        "server/discover" => discover(st, &request),
+        "tools/list" => tools_list(st, &request).await,
+        "tools/call" => calls::tools_call(st, request).await,
+        "resources/list" => offers::resources_list(st, &request).await,
+        "resources/templates/list" => offers::templates_list(st, &request).await,
+        "resources/read" => offers::resources_read(st, &request).await,
+        "prompts/list" => offers::prompts_list(st, &request).await,
+        "prompts/get" => offers::prompts_get(st, &request).await,
+        "completion/complete" => offers::complete(st, &request).await,
+        "subscriptions/listen" => match super::Filter::parse(&request.params) {
+            Ok(filter) => super::listen(
+                request.id,
+                filter,
+                st.pipeline.current().changes(),
+                st.closing.subscribe(),
+            ),
+            Err(e) => request.fail(&e),
+        },
+        _ => {
+            let error = RpcError::new(
+                jsonrpc::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            );
+            json_response(
+                StatusCode::NOT_FOUND,
+                jsonrpc::error_body(&request.id, &error),
+            )
+        }
+    }
+}
+
+/// `server/discover`: the revisions spoken, what is offered, who answers.
+fn discover(st: &McpState, req: &Request<'_>) -> Response {
+    let mut caps = capabilities(st);
+    // Logging is opted into per request in this revision.
+    if let Some(caps) = caps.as_object_mut() {
+        caps.remove("logging");
+    }
+    req.reply(&json!({
+        "supportedVersions": super::all_versions(),
+        "capabilities": caps,
+    }))
+}
