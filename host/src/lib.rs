@@ -5,6 +5,7 @@
 //! ([`wasm`]) and are listed in the [`catalog`]; [`mcp`] and [`rest`] are the
 //! surfaces that carry calls in.
 
+pub mod call;
 pub mod catalog;
 pub mod config;
 pub mod db;
@@ -235,6 +236,9 @@ pub(crate) fn plugin_metas(
     }
     (metas, problems)
 }
+
+#[cfg(test)]
+mod layers;
 
 #[cfg(test)]
 mod tests {

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::pipeline::ResourceChanges;
 use crate::wasm::engine::EngineOptions;
 use crate::wasm::sched::SchedOptions;
 use crate::wasm::{self, Discovery, LoadFailure, Runtime};

@@ -2,6 +2,7 @@
 //! (limits, timeouts, sockets tuned for request/response latency) in [`conn`].
 
 mod conn;
+mod files;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,7 +76,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         upload_bytes: files.max_upload_request().max(server.max_body_bytes),
         stats: http,
     });
-    let uploads = crate::files::http::uploads_router(Arc::new(crate::files::http::FilesState {
+    let uploads = files::uploads_router(Arc::new(files::FilesState {
         files: files.clone(),
         mcp: mcp_state.clone(),
         pipeline: hangar.pipeline.clone(),
@@ -105,7 +106,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     };
     let mut guarded = Router::new()
         .merge(rest)
-        .merge(crate::files::http::artifacts_router(files))
+        .merge(files::artifacts_router(files))
         .route("/healthz", get(healthz).with_state(health));
     if server.metrics {
         let state = Arc::new(MetricsState {

@@ -4,9 +4,6 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde_json::Value;
-
 mod invalidate;
 mod offered;
 mod rate;
@@ -14,6 +11,7 @@ pub mod search;
 mod stages;
 mod upstreams;
 mod uri_template;
+mod validate;
 
 pub use invalidate::glob_match;
 pub use offered::{
@@ -22,41 +20,16 @@ pub use offered::{
 pub use rate::{Limiter, RateLimits};
 pub use stages::{AuthStage, MapperStage, Stages, claims_match};
 pub use uri_template::UriTemplate;
+pub use validate::ArgsValidator;
 
+use crate::call::{CallError, Principal};
 use crate::config::{CatalogMode, Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
-use crate::pipeline::{CallError, Principal};
 use crate::wasm::sched::Gate;
 use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
-/// A tool as MCP's `tools/list` describes it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolDef {
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    pub description: String,
-    pub input_schema: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Annotations>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Annotations {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_only_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub destructive_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idempotent_hint: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_world_hint: Option<bool>,
-}
+pub use crate::call::{Annotations, ToolDef};
 
 /// What executes a tool.
 pub enum Backend {

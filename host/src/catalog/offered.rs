@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::call::{CallError, CompletionRef, PromptDef, ResourceDef, TemplateDef};
 use crate::config::{Config, Limits, ResourceConfig};
 use crate::db::{Connectors, DbTool};
-use crate::pipeline::{CallError, CompletionRef, PromptDef, ResourceDef, TemplateDef};
 use crate::wasm::{Listing, ToolPlugin};
 
 use super::Stages;

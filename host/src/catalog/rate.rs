@@ -10,8 +10,8 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
+use crate::call::{CallContext, CallError};
 use crate::config::RateLimit;
-use crate::pipeline::{CallContext, CallError};
 
 type Keyed =
     RateLimiter<String, governor::state::keyed::DefaultKeyedStateStore<String>, DefaultClock>;

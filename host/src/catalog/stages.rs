@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::ArgsValidator;
+use crate::call::Principal;
 use crate::config::{AuthKeyword, AuthSetting, Config, Limits};
-use crate::pipeline::{ArgsValidator, Principal};
 use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
 /// The auth stage of a tool.
@@ -33,8 +34,9 @@ pub struct Stages {
     pub auth: Option<AuthStage>,
     pub input_map: Option<MapperStage>,
     pub output_map: Option<MapperStage>,
-    /// `None` only for tools built without a schema check (never in a served catalog).
-    pub validator: Option<ArgsValidator>,
+    /// The arguments' check against the tool's `inputSchema` (accepts
+    /// anything for resources and prompts, which have no schema).
+    pub validator: ArgsValidator,
     /// Claims a caller needs to see and call the tool; `None`: everyone.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
     /// OAuth scopes the caller's token must grant (`[[tools]] scopes`).
@@ -201,7 +203,7 @@ impl Plugins {
             auth,
             input_map,
             output_map,
-            validator: Some(validator),
+            validator,
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
             scopes: tool_cfg.map(|t| t.scopes.clone()).unwrap_or_default(),
             invalidates: tool_cfg.map(|t| t.invalidates.clone()).unwrap_or_default(),

@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::call::{
+    CallError, CancelToken, Content, ErrorKind, Principal, ResourceContents, Stage, ToolResult,
+};
 use crate::config::{
     CacheConfig, Config, ConnectorConfig, InputSpec, InputType, ResourceConfig, ToolConfig,
-};
-use crate::pipeline::{
-    CallError, CancelToken, Content, ErrorKind, Principal, ResourceContents, Stage, ToolResult,
 };
 pub use cache::CacheStats;
 use cache::ResultCache;

@@ -24,8 +24,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::pg_tls::{self, SslMode};
 use super::{DbFailure, Rows};
+use crate::call::CancelToken;
 use crate::config::PostgresConfig;
-use crate::pipeline::CancelToken;
 
 type BoxError = Box<dyn StdError + Sync + Send>;
 

@@ -15,8 +15,6 @@
 //! none (its sessions are gone too) and sweeps what an earlier one left
 //! once it is past the TTL.
 
-pub mod http;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -779,7 +777,7 @@ fn unix_now() -> u64 {
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
-fn percent_encode(s: &str) -> String {
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

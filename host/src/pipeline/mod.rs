@@ -3,38 +3,28 @@
 //! hand the call to [`Pipeline::call`]; stages know nothing of transports.
 
 mod access;
-mod ask;
-mod changes;
-mod context;
-mod error;
 mod files;
 mod live;
 pub mod meta;
 mod observe;
-mod offered;
 mod offers;
-pub mod pins;
-mod result;
-mod validate;
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
-pub use changes::{Change, List, ResourceChanges};
-pub use context::{
-    CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
-    RequestInfo, Transport,
+// The call vocabulary, re-exported so surfaces can name everything a call
+// needs from one place.
+pub use crate::call::pins;
+pub use crate::call::{
+    Ask, AskError, AskKind, Askable, CallContext, CallError, CallEvent, CallUsage, CancelOnDrop,
+    CancelToken, Change, CompletionRef, Completions, Content, ErrorKind, EventSink, List, LogLevel,
+    MAX_COMPLETIONS, Principal, PromptArgument, PromptDef, PromptMessage, PromptResult, ReadResult,
+    RequestInfo, ResourceChanges, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
+    ToolResult, Transport, ask_until,
 };
-pub use error::{CallError, ErrorKind, Stage};
+pub use crate::catalog::ArgsValidator;
 pub use live::Live;
-pub use offered::{
-    CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
-    PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
-};
-pub use result::{Content, ResourceContents, ToolResult};
-pub use validate::ArgsValidator;
 
 use crate::catalog::{Backend, Catalog, CatalogTool};
 use crate::metrics::Metrics;
@@ -103,16 +93,17 @@ impl Pipeline {
         cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
         let started = std::time::Instant::now();
-        // A meta-tool's inner call is timed and counted on its own.
-        let outer = std::mem::take(&mut cx.stages);
-        cx.stages = observe::StageClock::start(&self.metrics, name, &outer, cx);
+        // A meta-tool's inner call is timed and counted on its own, and
+        // its span is a child of the outer call's running stage.
+        let outer = cx.trace_parent.clone();
+        let mut clock = observe::StageClock::start(&self.metrics, name, cx);
         let fuel_before = cx.usage.fuel();
-        let outcome = self.run_stages(name, args, cx).await;
-        cx.stages.finish(&outcome);
+        let outcome = self.run_stages(name, args, cx, &mut clock).await;
+        clock.finish(&outcome);
+        cx.trace_parent = outer;
         access::log(name, cx, &outcome, started.elapsed());
         let fuel = cx.usage.fuel() - fuel_before;
         observe::ended(&self.metrics, name, cx, &outcome, fuel);
-        cx.stages = outer;
         outcome
     }
 
@@ -121,6 +112,7 @@ impl Pipeline {
         name: &str,
         args: Value,
         cx: &mut CallContext,
+        clock: &mut observe::StageClock<'_>,
     ) -> Result<ToolResult, CallError> {
         if meta::is_meta(self.catalog.mode(), name) {
             return self.call_meta(name, args, cx).await;
@@ -130,7 +122,7 @@ impl Pipeline {
         cx.events
             .set_budget(tool.limits.max_events, tool.limits.max_event_bytes);
 
-        proceed(cx, Stage::Auth)?;
+        proceed(cx, clock, Stage::Auth)?;
         // A tool shown only to some callers needs to know who calls, and
         // answers exactly as an unknown tool to anyone else.
         let hidden = stages.visible_to.is_some();
@@ -166,10 +158,10 @@ impl Pipeline {
             return Err(refused);
         }
 
-        proceed(cx, Stage::RateLimit)?;
+        proceed(cx, clock, Stage::RateLimit)?;
         tool.rate.admit(cx)?;
 
-        proceed(cx, Stage::InputMap)?;
+        proceed(cx, clock, Stage::InputMap)?;
         let mut args = match &stages.input_map {
             None => args,
             Some(m) => {
@@ -180,19 +172,16 @@ impl Pipeline {
             }
         };
 
-        proceed(cx, Stage::Validate)?;
+        proceed(cx, clock, Stage::Validate)?;
         if let Backend::Sql(db) = &tool.backend {
             // Inputs bound from claims never come from the caller.
             db.drop_claim_inputs(&mut args);
         }
-        let mut args = match &stages.validator {
-            Some(v) => v.validate(args)?,
-            None => args,
-        };
+        let mut args = stages.validator.validate(args)?;
         // Upload handles are the caller's own, or the call goes no further.
         let staged = self.stage_files(&tool, &mut args, cx).await?;
 
-        proceed(cx, Stage::Handler)?;
+        proceed(cx, clock, Stage::Handler)?;
         let mut outcome = execute(&tool, &args, cx, &staged).await;
         self.finish_files(&staged, &mut outcome, cx).await;
         drop(staged);
@@ -201,7 +190,7 @@ impl Pipeline {
         let invalidated = (!stages.invalidates.is_empty() && !result.is_error)
             .then(|| self.catalog.invalidate(&stages.invalidates));
 
-        proceed(cx, Stage::OutputMap)?;
+        proceed(cx, clock, Stage::OutputMap)?;
         let mut result = match &stages.output_map {
             None => result,
             Some(m) => {
@@ -277,11 +266,22 @@ impl Pipeline {
 }
 
 /// Stops the call before `next` if its caller cancelled it.
-fn proceed(cx: &CallContext, next: Stage) -> Result<(), CallError> {
+fn not_cancelled(cx: &CallContext, next: Stage) -> Result<(), CallError> {
     if cx.cancel.is_cancelled() {
         return Err(CallError::cancelled(next));
     }
-    cx.stages.enter(next);
+    Ok(())
+}
+
+/// Stops the call before `next` if its caller cancelled it, and times
+/// `next` from now on.
+fn proceed(
+    cx: &mut CallContext,
+    clock: &mut observe::StageClock<'_>,
+    next: Stage,
+) -> Result<(), CallError> {
+    not_cancelled(cx, next)?;
+    clock.enter(next, cx);
     Ok(())
 }
 

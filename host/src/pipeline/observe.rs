@@ -2,11 +2,9 @@
 //! stage starts and ends: stage latency for [`Metrics`] and, when traces are
 //! exported ([`crate::traces`]), a span per call (`tools/call <tool>`, with
 //! the MCP semantic-convention attributes) and a child span per stage.
-//! [`ended`] counts the call once it is over. The clock rides in the
-//! [`CallContext`] because [`super::proceed`], which every stage passes,
-//! sees only the context.
+//! [`ended`] counts the call once it is over. The clock lives on the stack
+//! of [`super::Pipeline::call`] and is handed to every stage boundary.
 
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
@@ -17,13 +15,13 @@ use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, Transport, acc
 use crate::metrics::{CallOutcome, Metrics, UNKNOWN_TOOL};
 use crate::traces;
 
-/// The running stage of one call and when it began; inert (and free) in a
-/// context that no [`super::Pipeline::call`] started.
-#[derive(Clone, Default)]
-pub struct StageClock(Option<Arc<Mutex<Clock>>>);
+/// The running stage of one call and when it began; inert (and free) when
+/// neither metrics nor traces are on.
+#[derive(Default)]
+pub(super) struct StageClock<'m>(Option<Clock<'m>>);
 
-struct Clock {
-    metrics: Arc<Metrics>,
+struct Clock<'m> {
+    metrics: &'m Metrics,
     current: Option<(Stage, Instant)>,
     spans: Option<Spans>,
 }
@@ -36,30 +34,19 @@ struct Spans {
     stage: Option<Span>,
 }
 
-impl std::fmt::Debug for StageClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StageClock")
-    }
-}
-
-impl StageClock {
+impl<'m> StageClock<'m> {
     /// A clock for a call of `tool` that starts now, in its resolve stage.
-    /// With traces on, the call's span continues the trace of `outer` (the
-    /// meta-tool call this one runs inside), or else of the request's
+    /// With traces on, the call's span continues `cx.trace_parent` (the
+    /// meta-tool call this one runs inside), or else the request's
     /// `traceparent`; `cx.trace_id` becomes the span's trace id (when trace
     /// ids are on), so the access line and outbound requests name it.
-    pub(super) fn start(
-        metrics: &Arc<Metrics>,
-        tool: &str,
-        outer: &StageClock,
-        cx: &mut CallContext,
-    ) -> StageClock {
+    pub(super) fn start(metrics: &'m Metrics, tool: &str, cx: &mut CallContext) -> StageClock<'m> {
         let tracer = traces::tracer();
         if tracer.is_none() && !metrics.is_on() {
-            return StageClock::default();
+            return StageClock(None);
         }
         let spans = tracer.map(|tracer| {
-            let parent = outer.context().unwrap_or_else(|| {
+            let parent = cx.trace_parent.clone().unwrap_or_else(|| {
                 cx.request
                     .as_ref()
                     .map_or_else(Context::new, |r| traces::incoming_parent(&r.headers))
@@ -92,36 +79,38 @@ impl StageClock {
                 stage: None,
             }
         });
-        StageClock(Some(Arc::new(Mutex::new(Clock {
-            metrics: metrics.clone(),
+        StageClock(Some(Clock {
+            metrics,
             current: Some((Stage::Resolve, Instant::now())),
             spans,
-        }))))
+        }))
     }
 
-    /// Ends the running stage and starts `next`.
-    pub(super) fn enter(&self, next: Stage) {
-        if let Some(clock) = &self.0 {
-            let mut clock = clock.lock().unwrap();
-            let now = Instant::now();
-            clock.stop(now, None);
-            clock.current = Some((next, now));
-            if let Some(spans) = &mut clock.spans {
-                spans.stage = Some(
-                    spans
-                        .tracer
-                        .span_builder(next.as_str())
-                        .with_attributes([KeyValue::new("hangar.stage", next.as_str())])
-                        .start_with_context(spans.tracer, &spans.call),
-                );
-            }
+    /// Ends the running stage and starts `next`. With traces on, a call
+    /// made inside this stage continues its span (`cx.trace_parent`).
+    pub(super) fn enter(&mut self, next: Stage, cx: &mut CallContext) {
+        let Some(clock) = &mut self.0 else { return };
+        let now = Instant::now();
+        clock.stop(now, None);
+        clock.current = Some((next, now));
+        if let Some(spans) = &mut clock.spans {
+            let stage = spans
+                .tracer
+                .span_builder(next.as_str())
+                .with_attributes([KeyValue::new("hangar.stage", next.as_str())])
+                .start_with_context(spans.tracer, &spans.call);
+            cx.trace_parent = Some(
+                spans
+                    .call
+                    .with_remote_span_context(stage.span_context().clone()),
+            );
+            spans.stage = Some(stage);
         }
     }
 
     /// Ends the running stage and the call's span: the call is over.
-    pub(super) fn finish(&self, outcome: &Result<ToolResult, CallError>) {
-        let Some(clock) = &self.0 else { return };
-        let mut clock = clock.lock().unwrap();
+    pub(super) fn finish(self, outcome: &Result<ToolResult, CallError>) {
+        let Some(mut clock) = self.0 else { return };
         let error = match outcome {
             Ok(r) if r.is_error => Some("tool_error"),
             Ok(_) => None,
@@ -137,22 +126,9 @@ impl StageClock {
             span.end();
         }
     }
-
-    /// The context of the running stage (or of the call), for a call made
-    /// inside this one.
-    fn context(&self) -> Option<Context> {
-        let clock = self.0.as_ref()?.lock().unwrap();
-        let spans = clock.spans.as_ref()?;
-        Some(match &spans.stage {
-            Some(stage) => spans
-                .call
-                .with_remote_span_context(stage.span_context().clone()),
-            None => spans.call.clone(),
-        })
-    }
 }
 
-impl Clock {
+impl Clock<'_> {
     /// Ends the running stage (its span failed with `error`, if any).
     fn stop(&mut self, now: Instant, error: Option<&'static str>) {
         if let Some((stage, since)) = self.current.take() {

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, Pipeline, Principal, PromptDef,
-    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, proceed,
+    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, not_cancelled,
 };
 use crate::catalog::{Provider, Stages};
 
@@ -50,7 +50,7 @@ impl Pipeline {
         cx: &mut CallContext,
     ) -> Result<ReadResult, CallError> {
         if super::files::is_artifact(uri) {
-            proceed(cx, Stage::Handler)?;
+            not_cancelled(cx, Stage::Handler)?;
             return self.read_artifact(uri, cx).await;
         }
         let resolved = self.catalog.offered().resolve_resource(uri)?;
@@ -58,7 +58,7 @@ impl Pipeline {
             CallError::resource_not_found(uri)
         })
         .await?;
-        proceed(cx, Stage::Handler)?;
+        not_cancelled(cx, Stage::Handler)?;
         let mut contents = match resolved.provider() {
             Provider::Wasm(plugin) => plugin.read_resource(cx, uri, resolved.limits()).await?,
             Provider::Sql(db) => {
@@ -87,7 +87,7 @@ impl Pipeline {
             CallError::prompt_not_found(name)
         })
         .await?;
-        proceed(cx, Stage::Validate)?;
+        not_cancelled(cx, Stage::Validate)?;
         for arg in prompt.def.arguments.iter().filter(|a| a.required) {
             if !arguments.contains_key(&arg.name) {
                 return Err(CallError::new(
@@ -104,7 +104,7 @@ impl Pipeline {
                 format!("argument {key:?} must be a string"),
             ));
         }
-        proceed(cx, Stage::Handler)?;
+        not_cancelled(cx, Stage::Handler)?;
         match &prompt.provider {
             Provider::Wasm(plugin) => plugin.get_prompt(cx, name, arguments, &prompt.limits).await,
             // Statements serve resources only; no prompt is ever built on one.
@@ -134,7 +134,7 @@ impl Pipeline {
             CompletionRef::Prompt(n) | CompletionRef::ResourceTemplate(n) => n.as_str(),
         };
         self.admit(what, access, cx, not_found).await?;
-        proceed(cx, Stage::Handler)?;
+        not_cancelled(cx, Stage::Handler)?;
         match provider {
             Provider::Wasm(plugin) => {
                 plugin
@@ -155,7 +155,7 @@ impl Pipeline {
         cx: &mut CallContext,
         not_found: impl Fn() -> CallError,
     ) -> Result<(), CallError> {
-        proceed(cx, Stage::Auth)?;
+        not_cancelled(cx, Stage::Auth)?;
         let hidden = access.visible_to.is_some();
         let default_auth = if hidden {
             self.catalog.default_auth()

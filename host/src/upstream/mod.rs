@@ -24,9 +24,9 @@ use client::{Client, Reply, WireError};
 use sessions::{CATALOG_KEY, Slot, capabilities, session_key};
 use tools::tool_def;
 
-use crate::catalog::ToolDef;
+use crate::call::ToolDef;
+use crate::call::{CallContext, CallError, ErrorKind, Stage, ToolResult};
 use crate::config::ResolvedUpstream;
-use crate::pipeline::{CallContext, CallError, ErrorKind, Stage, ToolResult};
 
 /// One upstream MCP server.
 pub struct Upstream {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::Upstream;
 use super::client::{Client, Handshake};
-use crate::pipeline::{AskError, AskKind, EventSink, LogLevel};
+use crate::call::{AskError, AskKind, EventSink, LogLevel};
 
 impl Upstream {
     /// Relays one notification the upstream sent during a call, and answers

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::Upstream;
 use super::client::{Client, Handshake, WireError};
-use crate::pipeline::{Askable, CallContext, CallError, ErrorKind};
+use crate::call::{Askable, CallContext, CallError, ErrorKind};
 
 /// Upstream sessions kept at once per upstream; past it the least recently
 /// used is closed.
@@ -234,7 +234,7 @@ mod tests {
     fn sessions_are_per_client_session_then_principal() {
         let mut cx = CallContext::new(None);
         assert_eq!(session_key(&cx), "anonymous");
-        cx.principal = Some(crate::pipeline::Principal {
+        cx.principal = Some(crate::call::Principal {
             subject: "ana".into(),
             claims: json!({}),
         });

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::catalog::{Annotations, ToolDef};
+use crate::call::{Annotations, ToolDef};
 
 /// A catalog definition of an upstream tool, its name prefixed.
 pub(super) fn tool_def(prefix: &str, remote: &str, raw: &Value) -> ToolDef {

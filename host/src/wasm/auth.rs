@@ -1,26 +1,21 @@
 //! `AuthPlugin`: a loaded component of the `auth` world.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::auth::AuthPre;
 use super::bindings::tool::hangar::plugin::types as wit;
-use super::limits;
-use super::sched::{Pool, Scheduler};
+use super::sched::Scheduler;
+use super::stage::StageComponent;
 use super::state::{self, GuestState, PluginMeta};
-use crate::config::Limits;
-use crate::pipeline::{
+use crate::call::{
     CallContext, CallError, ErrorKind, EventSink, Principal, RequestInfo, Stage, Transport,
 };
+use crate::config::Limits;
 
 /// An auth check, instantiated fresh for every call it guards.
-pub struct AuthPlugin {
-    meta: PluginMeta,
-    pre: AuthPre<GuestState>,
-    sched: Arc<Scheduler>,
-}
+pub struct AuthPlugin(StageComponent<AuthPre<GuestState>>);
 
 impl AuthPlugin {
     pub fn new(
@@ -31,16 +26,17 @@ impl AuthPlugin {
     ) -> anyhow::Result<AuthPlugin> {
         let pre = AuthPre::new(state::instance_pre(linker, component)?)
             .map_err(|e| anyhow::anyhow!("not an auth component: {e:?}"))?;
-        Ok(AuthPlugin { meta, pre, sched })
+        let engine = pre.engine().clone();
+        Ok(AuthPlugin(StageComponent::new(meta, pre, engine, sched)))
     }
 
     pub fn name(&self) -> &str {
-        &self.meta.name
+        self.0.name()
     }
 
     /// Runs `authenticate`. A refusal is `Unauthorized` with a generic
-    /// message; the plugin's reason, and whatever it logs, go to the log only. No free instance
-    /// slot is `busy:`, not a refusal.
+    /// message; the plugin's reason, and whatever it logs, go to the log
+    /// only. No free instance slot is `busy:`, not a refusal.
     pub async fn authenticate(
         &self,
         tool: &str,
@@ -48,51 +44,32 @@ impl AuthPlugin {
         cx: &CallContext,
         limits: &Limits,
     ) -> Result<Principal, CallError> {
-        let until = Instant::now() + limits.queue_timeout;
-        let _slot = self.sched.slot(Pool::Stages, until, Stage::Auth).await?;
+        let request = request_context(tool, cx);
         // No event sink: what the check logs goes to the host log only,
         // never to the caller (it would tell a hidden tool from an unknown one).
-        let mut store = state::store(
-            self.pre.engine(),
-            &self.meta,
-            limits,
-            &cx.cancel,
-            EventSink::default(),
-            super::tool::trace(cx),
-            &self.sched,
-        );
-        let request = request_context(tool, cx);
-        let deadline = store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Auth, async {
-            let auth = self.pre.instantiate_async(&mut store).await?;
-            auth.call_authenticate(&mut store, &request, policy).await
-        })
-        .await;
-        limits::log_stderr(&store);
-        match limits::settle(out, &store, Stage::Auth, limits, &cx.cancel) {
+        let events = EventSink::default();
+        let out = self
+            .0
+            .run(Stage::Auth, cx, limits, events, async |pre, store| {
+                let auth = pre.instantiate_async(&mut *store).await?;
+                auth.call_authenticate(&mut *store, &request, policy).await
+            })
+            .await;
+        let unauthorized = || CallError::new(Stage::Auth, ErrorKind::Unauthorized, "Unauthorized");
+        match out {
             Ok(Ok(p)) => Ok(Principal {
                 claims: serde_json::from_str(&p.claims).unwrap_or(serde_json::Value::Null),
                 subject: p.subject,
             }),
             Ok(Err(e)) => {
-                tracing::info!(plugin = %self.meta.name, tool, trace_id = %cx.trace_id, "unauthorized: {}", e.message);
-                Err(CallError::new(
-                    Stage::Auth,
-                    ErrorKind::Unauthorized,
-                    "Unauthorized",
-                ))
+                tracing::info!(plugin = %self.name(), tool, trace_id = %cx.trace_id, "unauthorized: {}", e.message);
+                Err(unauthorized())
             }
+            Err(failure) if failure.kind == ErrorKind::Cancelled => Err(failure),
             Err(failure) => {
-                if failure.kind == ErrorKind::Cancelled {
-                    return Err(failure);
-                }
                 // A broken auth check denies: never let a call through on a trap.
-                tracing::warn!(plugin = %self.meta.name, tool, trace_id = %cx.trace_id, "auth check failed: {}", failure.message);
-                Err(CallError::new(
-                    Stage::Auth,
-                    ErrorKind::Unauthorized,
-                    "Unauthorized",
-                ))
+                tracing::warn!(plugin = %self.name(), tool, trace_id = %cx.trace_id, "auth check failed: {}", failure.message);
+                Err(unauthorized())
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The `hangar:plugin/client` import: a guest asks its MCP client for user
 //! input (elicitation) or an LLM completion (sampling) in the middle of a
 //! call, and announces changed resources. Questions travel on the call's
-//! [`EventSink`](crate::pipeline::EventSink); this module only translates
+//! [`EventSink`](crate::call::EventSink); this module only translates
 //! between the WIT records and MCP's JSON.
 
 use base64::Engine as _;
@@ -13,7 +13,7 @@ use super::bindings::tool::hangar::plugin::client::{
 };
 use super::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
 use super::state::GuestState;
-use crate::pipeline::{AskError, AskKind, ask_until};
+use crate::call::{AskError, AskKind, ask_until};
 
 impl client::Host for GuestState {
     async fn elicit(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
-use crate::pipeline::LogLevel;
+use crate::call::LogLevel;
 
 /// Longest guest line written to the host log, in bytes.
 pub const LINE_MAX: usize = 1024;

@@ -7,8 +7,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::sched::Scheduler;
 use super::state::GuestState;
+use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 use crate::config::Limits;
-use crate::pipeline::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How long past its deadline a guest call may take before the timer around
 /// it gives up on it (a running guest is stopped by the epoch tick first; a
@@ -155,7 +155,7 @@ pub fn log_stderr(store: &Store<GuestState>) {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         plugin.log.line(
             &plugin.name,
-            crate::pipeline::LogLevel::Warning,
+            crate::call::LogLevel::Warning,
             &format!("guest stderr: {line}"),
         );
     }

@@ -14,6 +14,7 @@ mod limits;
 mod mapper;
 mod offers;
 pub mod sched;
+mod stage;
 mod state;
 mod stderr;
 mod tool;

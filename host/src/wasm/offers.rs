@@ -12,11 +12,11 @@ use super::bindings::tool::hangar::plugin::types as wit;
 use super::limits;
 use super::state::GuestState;
 use super::tool::{Instance, ToolPlugin, content, trace, wit_context};
-use crate::config::Limits;
-use crate::pipeline::{
+use crate::call::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptArgument, PromptDef,
     PromptMessage, PromptResult, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
 };
+use crate::config::Limits;
 
 /// The `resources`, `prompts` and `completion` exports of a component.
 #[derive(Default)]

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::pipeline::{CallError, CancelToken, ErrorKind, Stage};
+use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How the scheduler is sized (from `[server]`).
 #[derive(Debug, Clone, Copy)]

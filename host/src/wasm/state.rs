@@ -17,7 +17,7 @@ use super::http::{HttpAccess, HttpCall};
 use super::kv::{KvCall, KvStore};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
-use crate::pipeline::{EventSink, LogLevel};
+use crate::call::{EventSink, LogLevel};
 
 /// Who a guest is: its plugin name and its configuration from `hangar.toml`.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +36,7 @@ pub struct PluginMeta {
     /// The server's kv store (`[kv]`); none when it could not be opened.
     pub kv: Option<Arc<KvStore>>,
     /// Where `client.resource-updated` announces changed resources.
-    pub changes: crate::pipeline::ResourceChanges,
+    pub changes: crate::call::ResourceChanges,
 }
 
 /// Host folders one call's guest sees, each at its guest path: the only
@@ -301,7 +301,7 @@ pub fn store(
     engine: &wasmtime::Engine,
     plugin: &PluginMeta,
     limits: &crate::config::Limits,
-    cancel: &crate::pipeline::CancelToken,
+    cancel: &crate::call::CancelToken,
     events: EventSink,
     trace_id: Option<&str>,
     sched: &Arc<Scheduler>,
@@ -318,7 +318,7 @@ pub fn store_with(
     engine: &wasmtime::Engine,
     plugin: &PluginMeta,
     limits: &crate::config::Limits,
-    cancel: &crate::pipeline::CancelToken,
+    cancel: &crate::call::CancelToken,
     events: EventSink,
     trace_id: Option<&str>,
     sched: &Arc<Scheduler>,

@@ -18,12 +18,12 @@ use super::limits;
 use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta, Preopens};
-use crate::catalog::{Annotations, ToolDef};
-use crate::config::Limits;
-use crate::pipeline::{
+use crate::call::{Annotations, ToolDef};
+use crate::call::{
     CallContext, CallError, CancelToken, Content, ErrorKind, EventSink, ResourceContents, Stage,
     ToolResult,
 };
+use crate::config::Limits;
 
 /// A `tool`- or `server`-world component: its name (the file stem), its
 /// pre-linked instance template and which exports it has. Every call gets a

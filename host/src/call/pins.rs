@@ -14,8 +14,8 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use super::ToolDef;
 use super::{CallError, ErrorKind, Stage};
-use crate::catalog::ToolDef;
 use crate::config::Pinning;
 
 /// One session's pinned definition hashes, by tool name.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::{CallError, ErrorKind, Stage};
+use crate::call::{CallError, ErrorKind, Stage};
 
 /// A tool's compiled input schema.
 pub struct ArgsValidator {
@@ -15,6 +15,20 @@ pub struct ArgsValidator {
     /// Declared property names when the schema says nothing about others:
     /// then anything else is rejected.
     closed: Option<BTreeSet<String>>,
+}
+
+impl Default for ArgsValidator {
+    /// Accepts any arguments: the check of a stage set with no schema (a
+    /// resource's or a prompt's, whose arguments are checked by their own
+    /// templates).
+    fn default() -> ArgsValidator {
+        ArgsValidator {
+            validator: jsonschema::draft202012::new(&Value::Bool(true))
+                .expect("the schema `true` is valid"),
+            defaults: Vec::new(),
+            closed: None,
+        }
+    }
 }
 
 impl ArgsValidator {

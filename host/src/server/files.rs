@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::{Area, DownloadRefusal, Entry, Files, StoreError};
+use crate::files::{Area, DownloadRefusal, Entry, Files, StoreError};
 use crate::mcp::McpState;
 use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
 
@@ -230,7 +230,7 @@ async fn download(
             return error(StatusCode::NOT_FOUND, "the artifact has expired or is gone");
         }
     };
-    match super::read(entry.path()).await {
+    match crate::files::read(entry.path()).await {
         Ok(bytes) => (
             [
                 (CONTENT_TYPE, entry.mime_type.clone()),
@@ -238,7 +238,7 @@ async fn download(
                     CONTENT_DISPOSITION,
                     format!(
                         "attachment; filename*=UTF-8''{}",
-                        super::percent_encode(&entry.name)
+                        crate::files::percent_encode(&entry.name)
                     ),
                 ),
                 (CACHE_CONTROL, "private, no-store".to_string()),

@@ -340,8 +340,9 @@ pub struct CallContext {
     pub cancel: CancelToken,
     /// What the call's guests consumed, for metrics.
     pub usage: CallUsage,
-    /// The running stage, timed for metrics (set by `Pipeline::call`).
-    pub stages: super::observe::StageClock,
+    /// The span a call made inside this one continues (a meta-tool's
+    /// inner call): set by the pipeline while a traced call runs.
+    pub trace_parent: Option<opentelemetry::Context>,
     /// The definitions the caller's MCP session pinned (`[server] pinning`).
     pub pins: Option<Arc<super::pins::Pins>>,
 }

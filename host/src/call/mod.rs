@@ -1,0 +1,30 @@
+//! The call vocabulary: what a call carries ([`CallContext`]), how it ends
+//! ([`ToolResult`], [`CallError`]), what it may ask of the client
+//! ([`Ask`]) and what it may announce ([`ResourceChanges`]).
+//!
+//! Every other layer speaks these words and this module imports none of
+//! them, so the layers run one way: surfaces (`mcp`, `rest`) → `pipeline`
+//! → `catalog` → backends (`wasm`, `db`, `upstream`) → `call`.
+
+mod ask;
+mod changes;
+mod context;
+mod error;
+mod offered;
+pub mod pins;
+mod result;
+mod tool;
+
+pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
+pub use changes::{Change, List, ResourceChanges};
+pub use context::{
+    CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
+    RequestInfo, Transport,
+};
+pub use error::{CallError, ErrorKind, Stage};
+pub use offered::{
+    CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
+    PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
+};
+pub use result::{Content, ResourceContents, ToolResult};
+pub use tool::{Annotations, ToolDef};
