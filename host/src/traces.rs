@@ -71,22 +71,19 @@ impl Traces {
 
 /// The parent an incoming W3C `traceparent` (and `tracestate`) names, from
 /// request headers as the call context keeps them (names lower-cased).
-pub fn incoming_parent(headers: &[(String, String)]) -> opentelemetry::Context {
+pub fn incoming_parent(headers: &axum::http::HeaderMap) -> opentelemetry::Context {
     TraceContextPropagator::new().extract(&Headers(headers))
 }
 
-struct Headers<'a>(&'a [(String, String)]);
+struct Headers<'a>(&'a axum::http::HeaderMap);
 
 impl Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(key))
-            .map(|(_, value)| value.as_str())
+        self.0.get(key).and_then(|v| v.to_str().ok())
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.iter().map(|(name, _)| name.as_str()).collect()
+        self.0.keys().map(|name| name.as_str()).collect()
     }
 }
 
@@ -98,10 +95,13 @@ mod tests {
 
     #[test]
     fn an_incoming_traceparent_is_the_parent() {
-        let headers = vec![(
-            "traceparent".to_string(),
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
-        )];
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
         let parent = incoming_parent(&headers);
         let span = parent.span();
         let sc = span.span_context();
@@ -111,6 +111,6 @@ mod tests {
             "4bf92f3577b34da6a3ce929d0e0e4736"
         );
         assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
-        assert!(!incoming_parent(&[]).has_active_span());
+        assert!(!incoming_parent(&Default::default()).has_active_span());
     }
 }

@@ -297,9 +297,10 @@ pub struct RequestInfo {
     pub transport: Transport,
     pub method: String,
     pub path: String,
-    /// Names lower-cased.
-    pub headers: Vec<(String, String)>,
-    pub client_addr: Option<String>,
+    /// As received (names are lower-case in a `HeaderMap`). Kept whole, not
+    /// copied into strings: most calls never look at them.
+    pub headers: axum::http::HeaderMap,
+    pub client_addr: Option<std::net::SocketAddr>,
 }
 
 impl RequestInfo {
@@ -314,17 +315,18 @@ impl RequestInfo {
             transport,
             method: method.to_string(),
             path: path.to_string(),
-            headers: headers
-                .iter()
-                .filter_map(|(k, v)| {
-                    Some((
-                        k.as_str().to_ascii_lowercase(),
-                        v.to_str().ok()?.to_string(),
-                    ))
-                })
-                .collect(),
-            client_addr: client_addr.map(|a| a.to_string()),
+            headers: headers.clone(),
+            client_addr,
         }
+    }
+
+    /// The headers as text pairs (what an auth check's WIT record holds);
+    /// a value that is not visible ASCII is left out.
+    pub fn header_pairs(&self) -> Vec<(String, String)> {
+        self.headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect()
     }
 }
 

@@ -22,6 +22,10 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// How many stages there are (for tables indexed by `stage as usize`;
+    /// `OutputMap` is the last variant).
+    pub const COUNT: usize = Stage::OutputMap as usize + 1;
+
     /// The name used in messages and in `data.stage`.
     pub fn as_str(self) -> &'static str {
         match self {

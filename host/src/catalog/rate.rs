@@ -2,7 +2,6 @@
 //! plugin's tools) and the server's (shared by every tool), each a keyed
 //! `governor` limiter. A call must fit under every one that applies.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -91,12 +90,8 @@ fn caller_key(cx: &CallContext) -> String {
     if let Some(p) = &cx.principal {
         return format!("sub:{}", p.subject);
     }
-    let addr = cx.request.as_ref().and_then(|r| r.client_addr.as_deref());
-    match addr {
-        Some(a) => match a.parse::<SocketAddr>() {
-            Ok(sock) => format!("ip:{}", sock.ip()),
-            Err(_) => format!("ip:{a}"),
-        },
+    match cx.request.as_ref().and_then(|r| r.client_addr) {
+        Some(sock) => format!("ip:{}", sock.ip()),
         None => "anonymous".to_string(),
     }
 }

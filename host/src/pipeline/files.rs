@@ -268,9 +268,6 @@ pub(super) fn is_artifact(uri: &str) -> bool {
 /// The `Host` the call's request was sent to, for absolute download URLs.
 fn host_of(cx: &CallContext) -> Option<String> {
     let request = cx.request.as_ref()?;
-    request
-        .headers
-        .iter()
-        .find(|(k, _)| k == "host")
-        .map(|(_, v)| v.clone())
+    let host = request.headers.get(axum::http::header::HOST)?;
+    host.to_str().ok().map(str::to_string)
 }

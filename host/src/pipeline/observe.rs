@@ -132,8 +132,7 @@ impl Clock<'_> {
     /// Ends the running stage (its span failed with `error`, if any).
     fn stop(&mut self, now: Instant, error: Option<&'static str>) {
         if let Some((stage, since)) = self.current.take() {
-            self.metrics
-                .stage_took(stage.as_str(), now.duration_since(since));
+            self.metrics.stage_took(stage, now.duration_since(since));
         }
         if let Some(mut span) = self.spans.as_mut().and_then(|s| s.stage.take()) {
             if let Some(error) = error {

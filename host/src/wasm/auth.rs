@@ -86,8 +86,8 @@ fn request_context(tool: &str, cx: &CallContext) -> wit::RequestContext {
         },
         method: req.method.clone(),
         path: req.path.clone(),
-        headers: req.headers.clone(),
-        client_addr: req.client_addr.clone(),
+        headers: req.header_pairs(),
+        client_addr: req.client_addr.map(|a| a.to_string()),
         session_id: cx.session_id.clone(),
         trace_id: cx.trace_id.clone(),
     }
