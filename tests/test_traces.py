@@ -1,6 +1,7 @@
 """OpenTelemetry traces over OTLP/HTTP (protobuf): a span per call that
-continues an incoming `traceparent`, a child span per stage, MCP semantic
-convention attributes, and the same trace id in the answer as in the span."""
+continues an incoming `traceparent`, a child span per stage that runs
+something (auth check, mappers, handler), MCP semantic convention
+attributes, and the same trace id in the answer as in the span."""
 
 import http.server
 import secrets
@@ -13,7 +14,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from conftest import Mcp, free_port, wait_for
 
-STAGES = {"auth", "rate_limit", "input_map", "validate", "handler", "output_map"}
+# The stages of echo (configured below) that run a component: its auth check, both mappers
+# and the handler. Rate limit and validation are timed, not spanned.
+STAGES = ["auth", "input_map", "handler", "output_map"]
+API_KEY = "trace-key"
+CONFIG = f"""
+[plugins.api-key]
+config = {{ keys = "tracer={API_KEY}" }}
+[[tools]]
+name = "echo"
+auth = {{ plugin = "api-key" }}
+mappers = {{ input = "normalize", output = "redact" }}
+"""
 
 
 class Receiver:
@@ -79,7 +91,7 @@ def receiver():
 
 @pytest.fixture(scope="module")
 def server(start_server, receiver):
-    return start_server(plugins=("echo",), env={
+    return start_server(plugins=("echo", "everything", "api-key", "normalize", "redact"), config=CONFIG, env={
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_SERVICE_NAME": "hangar-test",
@@ -104,8 +116,9 @@ def test_a_call_continues_the_incoming_trace_with_a_span_per_stage(server, recei
     trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
     c = Mcp(server.url)
     c.initialize()
-    r = c.call("echo", {"text": "traced"}, headers={"traceparent": f"00-{trace_id}-{parent}-01"})
-    assert r["result"]["content"][0]["text"] == "traced"
+    r = c.call("echo", {"text": " Traced "},
+               headers={"traceparent": f"00-{trace_id}-{parent}-01", "x-api-key": API_KEY})
+    assert "result" in r, r
 
     (resource, call), stages = call_spans(receiver, trace_id, "tools/call echo", len(STAGES))
     assert resource["service.name"] == "hangar-test"
@@ -115,35 +128,55 @@ def test_a_call_continues_the_incoming_trace_with_a_span_per_stage(server, recei
     assert a["gen_ai.tool.name"] == "echo"
     assert a["mcp.session.id"] == c.session
     assert "error.type" not in a
-    assert {s.name for s in stages} == STAGES
     assert all(s.trace_id.hex() == trace_id for s in stages)
     # Stages run one after another, inside the call.
     ordered = sorted(stages, key=lambda s: s.start_time_unix_nano)
-    assert [s.name for s in ordered] == ["auth", "rate_limit", "input_map", "validate",
-                                         "handler", "output_map"]
+    assert [s.name for s in ordered] == STAGES
     assert all(call.start_time_unix_nano <= s.start_time_unix_nano and
                s.end_time_unix_nano <= call.end_time_unix_nano for s in stages)
 
 
-def test_a_failed_call_says_its_error_type_on_the_failing_stage(server, receiver):
+def test_a_tool_without_auth_or_mappers_has_only_its_handler_span(server, receiver):
     trace_id = secrets.token_hex(16)
     c = Mcp(server.url)
     c.initialize()
-    r = c.call("echo", {"text": 42}, headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+    r = c.call("test_simple_text", {}, headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+    assert "result" in r, r
+    (_, call), stages = call_spans(receiver, trace_id, "tools/call test_simple_text", 1)
+    assert [s.name for s in stages] == ["handler"]
+    assert attrs(stages[0])["hangar.stage"] == "handler"
+
+
+def test_a_failed_call_says_its_error_type_and_stage(server, receiver):
+    trace_id = secrets.token_hex(16)
+    c = Mcp(server.url)
+    c.initialize()
+    r = c.call("echo", {"text": 42},
+               headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01", "x-api-key": API_KEY})
     assert r["error"]["data"]["stage"] == "validate"
-    (_, call), stages = call_spans(receiver, trace_id, "tools/call echo", 4)
-    assert attrs(call)["error.type"] == "invalid"
-    # No stage after the failing one ran.
-    assert {s.name for s in stages} == {"auth", "rate_limit", "input_map", "validate"}
-    failed = next(s for s in stages if s.name == "validate")
-    assert attrs(failed)["error.type"] == "invalid"
+    (_, call), stages = call_spans(receiver, trace_id, "tools/call echo", 2)
+    a = attrs(call)
+    assert a["error.type"] == "invalid"
+    assert a["hangar.stage"] == "validate"
+    # The stages before the failing one ran; nothing after it did.
+    assert sorted(s.name for s in stages) == ["auth", "input_map"]
+
+    # A refused auth check fails in its own span.
+    trace_id = secrets.token_hex(16)
+    r = c.call("echo", {"text": "x"},
+               headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01", "x-api-key": "wrong"})
+    assert r["error"]["data"]["stage"] == "auth"
+    (_, call), stages = call_spans(receiver, trace_id, "tools/call echo", 1)
+    assert [s.name for s in stages] == ["auth"]
+    assert attrs(stages[0])["error.type"] == "unauthorized"
+    assert attrs(call)["hangar.stage"] == "auth"
 
 
 def test_without_traceparent_the_answer_names_the_spans_trace(server, receiver):
-    r = httpx.post(server.url + "/tools/echo/call", json={"text": "rest"})
+    r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
     assert r.status_code == 200
     trace_id = r.json()["_meta"]["_trace_id"]
-    (_, call), _ = call_spans(receiver, trace_id, "tools/call echo", len(STAGES))
+    (_, call), _ = call_spans(receiver, trace_id, "tools/call test_simple_text", 1)
     assert call.parent_span_id == b""
     assert server.log_text().count(f"trace_id={trace_id}") + \
         server.log_text().count(f'"trace_id":"{trace_id}"') >= 1

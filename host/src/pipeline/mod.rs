@@ -122,7 +122,6 @@ impl Pipeline {
         cx.events
             .set_budget(tool.limits.max_events, tool.limits.max_event_bytes);
 
-        proceed(cx, clock, Stage::Auth)?;
         // A tool shown only to some callers needs to know who calls, and
         // answers exactly as an unknown tool to anyone else.
         let hidden = stages.visible_to.is_some();
@@ -131,7 +130,9 @@ impl Pipeline {
         } else {
             None
         };
-        if let Some(auth) = stages.auth.as_ref().or(default_auth) {
+        let auth = stages.auth.as_ref().or(default_auth);
+        proceed(cx, clock, Stage::Auth, auth.is_some())?;
+        if let Some(auth) = auth {
             match auth
                 .plugin
                 .authenticate(name, &auth.policy, cx, &auth.limits)
@@ -158,10 +159,10 @@ impl Pipeline {
             return Err(refused);
         }
 
-        proceed(cx, clock, Stage::RateLimit)?;
+        proceed(cx, clock, Stage::RateLimit, false)?;
         tool.rate.admit(cx)?;
 
-        proceed(cx, clock, Stage::InputMap)?;
+        proceed(cx, clock, Stage::InputMap, stages.input_map.is_some())?;
         let mut args = match &stages.input_map {
             None => args,
             Some(m) => {
@@ -172,7 +173,7 @@ impl Pipeline {
             }
         };
 
-        proceed(cx, clock, Stage::Validate)?;
+        proceed(cx, clock, Stage::Validate, false)?;
         if let Backend::Sql(db) = &tool.backend {
             // Inputs bound from claims never come from the caller.
             db.drop_claim_inputs(&mut args);
@@ -181,7 +182,7 @@ impl Pipeline {
         // Upload handles are the caller's own, or the call goes no further.
         let staged = self.stage_files(&tool, &mut args, cx).await?;
 
-        proceed(cx, clock, Stage::Handler)?;
+        proceed(cx, clock, Stage::Handler, true)?;
         let mut outcome = execute(&tool, &args, cx, &staged).await;
         self.finish_files(&staged, &mut outcome, cx).await;
         drop(staged);
@@ -190,7 +191,7 @@ impl Pipeline {
         let invalidated = (!stages.invalidates.is_empty() && !result.is_error)
             .then(|| self.catalog.invalidate(&stages.invalidates));
 
-        proceed(cx, clock, Stage::OutputMap)?;
+        proceed(cx, clock, Stage::OutputMap, stages.output_map.is_some())?;
         let mut result = match &stages.output_map {
             None => result,
             Some(m) => {
@@ -274,14 +275,15 @@ fn not_cancelled(cx: &CallContext, next: Stage) -> Result<(), CallError> {
 }
 
 /// Stops the call before `next` if its caller cancelled it, and times
-/// `next` from now on.
+/// `next` from now on (with a span of its own when `traced`).
 fn proceed(
     cx: &mut CallContext,
     clock: &mut observe::StageClock<'_>,
     next: Stage,
+    traced: bool,
 ) -> Result<(), CallError> {
     not_cancelled(cx, next)?;
-    clock.enter(next, cx);
+    clock.enter(next, traced, cx);
     Ok(())
 }
 

@@ -1,7 +1,12 @@
 //! Watching one call go through the stages. [`StageClock`] notes when each
 //! stage starts and ends: stage latency for [`Metrics`] and, when traces are
 //! exported ([`crate::traces`]), a span per call (`tools/call <tool>`, with
-//! the MCP semantic-convention attributes) and a child span per stage.
+//! the MCP semantic-convention attributes) and a child span per stage that
+//! runs something: the auth check, each mapper, the handler. Stages that
+//! only look at the call (rate limit, validation) are timed but get no span
+//! of their own; a call that fails in one names it on the call's span
+//! (`hangar.stage`). Spans cost the exporter on the same cores: an echo
+//! call makes two, not seven.
 //! [`ended`] counts the call once it is over. The clock lives on the stack
 //! of [`super::Pipeline::call`] and is handed to every stage boundary.
 
@@ -86,13 +91,17 @@ impl<'m> StageClock<'m> {
         }))
     }
 
-    /// Ends the running stage and starts `next`. With traces on, a call
-    /// made inside this stage continues its span (`cx.trace_parent`).
-    pub(super) fn enter(&mut self, next: Stage, cx: &mut CallContext) {
+    /// Ends the running stage and starts `next`; `traced`: it runs a
+    /// component or backend and gets a span. With traces on, a call made
+    /// inside a traced stage continues its span (`cx.trace_parent`).
+    pub(super) fn enter(&mut self, next: Stage, traced: bool, cx: &mut CallContext) {
         let Some(clock) = &mut self.0 else { return };
         let now = Instant::now();
         clock.stop(now, None);
         clock.current = Some((next, now));
+        if !traced {
+            return;
+        }
         if let Some(spans) = &mut clock.spans {
             let stage = spans
                 .tracer
@@ -116,11 +125,15 @@ impl<'m> StageClock<'m> {
             Ok(_) => None,
             Err(e) => Some(e.kind.as_str()),
         };
+        let failed_in = clock.current.map(|(stage, _)| stage);
         clock.stop(Instant::now(), error);
         if let Some(spans) = clock.spans.take() {
             let span = spans.call.span();
             if let Some(error) = error {
                 span.set_attribute(KeyValue::new("error.type", error));
+                if let Some(stage) = failed_in {
+                    span.set_attribute(KeyValue::new("hangar.stage", stage.as_str()));
+                }
                 span.set_status(Status::error(error));
             }
             span.end();
