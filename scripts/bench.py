@@ -287,6 +287,8 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--rss-calls", type=int, default=1_000_000)
     ap.add_argument("--write", type=Path, help="also write the results as Markdown to this file")
+    ap.add_argument("--only", help="run only the throughput scenarios whose name contains this text "
+                    "(a quick look; prints the rows, writes nothing)")
     args = ap.parse_args()
 
     psql("CREATE TABLE IF NOT EXISTS bench_items (id int PRIMARY KEY, name text NOT NULL);"
@@ -314,9 +316,14 @@ def main():
     observed = start_hangar(plugins, cache, fetch_grant, env={
         "OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_SERVICE_NAME": "hangar-bench"})
+    # And traced with the standard sampler keeping one trace in ten.
+    sampled = start_hangar(plugins, cache, fetch_grant, env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "hangar-bench", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1"})
     counted = start_hangar(plugins, cache, fetch_grant)
     unobserved = start_hangar(plugins, cache, fetch_grant, server_extra="metrics = false")
-    for server in (observed, counted, unobserved):
+    for server in (observed, sampled, counted, unobserved):
         check_once(server.url + "/mcp", ECHO_MCP)
 
     first_id = DB_MCP % 1
@@ -347,12 +354,17 @@ def main():
          "in-process query", base + "/query", lua_script("base-query", DB_BASE, unique=True), True),
         ("Rust wasm echo, MCP, metrics and traces on", observed.url + "/mcp", lua_script("echo-observed", ECHO_MCP),
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
+        ("Rust wasm echo, MCP, metrics and traces on, 1 trace in 10 sampled", sampled.url + "/mcp",
+         lua_script("echo-sampled", ECHO_MCP),
+         "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Rust wasm echo, MCP, metrics on (no traces)", counted.url + "/mcp", lua_script("echo-counted", ECHO_MCP),
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Outbound HTTP from a guest (wasi:http GET, new connection), MCP", hangar.url + "/mcp",
          lua_script("fetch-mcp", FETCH_MCP % base_port), "same request made by the host", base + "/fetch",
          lua_script("base-fetch", "{}"), False),
     ]
+    if args.only:
+        scenarios = [s for s in scenarios if args.only in s[0]]
     rows = []
     try:
         for name, a_url, a_script, b_name, b_url, b_script, unique in scenarios:
@@ -366,11 +378,16 @@ def main():
             ratios = [x["rps"] / y["rps"] for x, y in zip(a_samples, b_samples)]
             rows.append((name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios)))
             print(f"{name}: {a['rps']:.0f} req/s vs {b_name} {b['rps']:.0f} → {statistics.median(ratios):.2f}", flush=True)
+        if args.only:
+            return
         # The observed server's spans did reach the collector (else the ratio measures nothing).
         wait_until(lambda: int(urllib.request.urlopen(base + "/v1/traces").read()) > 0, 10,
                    "spans at the OTLP route")
-        for server in (observed, counted, unobserved):
+        for server in (observed, sampled, counted, unobserved):
             server.stop()
+
+        # Per-call latency of the wasm echo on one connection (no queueing).
+        echo_latency = wrk(hangar.url + "/mcp", lua_script("echo-1", ECHO_MCP), args.seconds, 1, threads=1)
 
         # Per-call latency of the Python tool on one connection (no queueing).
         py_latency = {
@@ -393,6 +410,11 @@ def main():
     finally:
         hangar.stop()
         baseline.stop()
+        if args.only:
+            for server in (observed, sampled, counted, unobserved):
+                server.stop()
+    if args.only:
+        return
 
     # Start-up with 20 plugins: cold (empty compiled cache), then warm.
     many, extra = plugin_copies(20)
@@ -415,7 +437,8 @@ def main():
     search_us = search_host_time()
     search_mcp = search_over_mcp(args.seconds)
     report = render(rows, args, rss_idle, (first, rss_10k), (total, rss_1m), echo_ok, cold.startup, warm.startup,
-                    (search_us, search_mcp), (poly_cold.startup, poly_warm.startup), py_latency)
+                    (search_us, search_mcp), (poly_cold.startup, poly_warm.startup), py_latency,
+                    echo_latency)
     print(report)
     if args.write:
         args.write.write_text(report)
@@ -429,18 +452,24 @@ def search_host_time():
     return float(re.search(r"search_tools_us_per_query ([\d.]+)", out).group(1))
 
 
-# Goals of the benchmark issue: ratio to the baseline in the same run.
+# Goals: ratio to the baseline in the same run (the fast-path issue's for
+# echo, the 4-stage pipeline and the DB miss; the operations issue's for
+# metrics and traces).
 GOALS = {
-    "Rust wasm echo, MCP tools/call": 0.40,
+    "Rust wasm echo, MCP tools/call": 0.60,
     "Rust wasm echo, MCP, metrics and traces on": 0.95,
+    "Rust wasm echo, MCP, metrics and traces on, 1 trace in 10 sampled": 0.95,
     "Rust wasm echo, MCP, metrics on (no traces)": 0.95,
-    "4-stage pipeline (api-key auth, normalize, echo, redact), MCP": 0.20,
+    "4-stage pipeline (api-key auth, normalize, echo, redact), MCP": 0.30,
     "DB tool, cache hit, MCP": 0.60,
-    "DB tool, cache miss (unique ids), MCP": 0.70,
+    "DB tool, cache miss (unique ids), MCP": 0.75,
 }
+# Goals of one-connection latency (p50, µs).
+PY_FRESH_P50_GOAL_US = 1500
+ECHO_P50_GOAL_US = 50
 
 
-def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, poly, py_latency):
+def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, poly, py_latency, echo_latency):
     search_us, search_mcp = search
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.processor())
@@ -462,10 +491,16 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, p
     (first, rss_10k), (total, rss_1m) = rss_10k, rss_1m
     fresh, reused = py_latency["fresh"], py_latency["reused"]
     growth = (rss_1m - rss_10k) / rss_10k * 100 if rss_10k else 0
+    def met(p50_ms, goal_us):
+        return "met" if p50_ms * 1000 <= goal_us else "MISSED"
     out += [
-        "", "| Python tool, one connection (wrk -t1 -c1) | calls/s | p50 | p99 |", "|---|---|---|---|",
-        f"| fresh instance per call | {fresh['rps']:.0f} | {fresh['p50'] * 1000:.0f} µs | {fresh['p99'] * 1000:.0f} µs |",
-        f"| reused instances (goal p50 ≤ 300 µs: {'met' if reused['p50'] * 1000 <= 300 else 'MISSED'}) "
+        "", "| one connection (wrk -t1 -c1) | calls/s | p50 | p99 |", "|---|---|---|---|",
+        f"| Rust wasm echo, MCP (goal p50 ≤ {ECHO_P50_GOAL_US} µs: {met(echo_latency['p50'], ECHO_P50_GOAL_US)}) "
+        f"| {echo_latency['rps']:.0f} | {echo_latency['p50'] * 1000:.0f} µs | {echo_latency['p99'] * 1000:.0f} µs |",
+        f"| Python tool, fresh instance per call (goal p50 ≤ {PY_FRESH_P50_GOAL_US} µs: "
+        f"{met(fresh['p50'], PY_FRESH_P50_GOAL_US)}) "
+        f"| {fresh['rps']:.0f} | {fresh['p50'] * 1000:.0f} µs | {fresh['p99'] * 1000:.0f} µs |",
+        f"| Python tool, reused instances (goal p50 ≤ 300 µs: {met(reused['p50'], 300)}) "
         f"| {reused['rps']:.0f} | {reused['p50'] * 1000:.0f} µs | {reused['p99'] * 1000:.0f} µs |",
         "", "| memory | RSS |", "|---|---|",
         f"| idle, after start-up | {rss_idle / 1024:.1f} MiB |",

@@ -166,9 +166,13 @@ impl Pipeline {
         let mut args = match &stages.input_map {
             None => args,
             Some(m) => {
-                let payload = json!({ "tool": name, "arguments": args, "principal": cx.principal });
+                let payload = InputPayload {
+                    tool: name,
+                    arguments: &args,
+                    principal: cx.principal.as_ref(),
+                };
                 m.plugin
-                    .map(Stage::InputMap, &payload, cx, &m.limits)
+                    .map(Stage::InputMap, &payload, "arguments", cx, &m.limits)
                     .await?
             }
         };
@@ -195,21 +199,14 @@ impl Pipeline {
         let mut result = match &stages.output_map {
             None => result,
             Some(m) => {
-                let payload = json!({ "tool": name, "arguments": args, "result": result });
-                let mapped = m
-                    .plugin
-                    .map(Stage::OutputMap, &payload, cx, &m.limits)
-                    .await?;
-                serde_json::from_value(mapped).map_err(|e| {
-                    CallError::new(
-                        Stage::OutputMap,
-                        ErrorKind::Failed,
-                        format!(
-                            "mapper {}: answered no CallToolResult: {e}",
-                            m.plugin.name()
-                        ),
-                    )
-                })?
+                let payload = OutputPayload {
+                    tool: name,
+                    arguments: &args,
+                    result: &result,
+                };
+                m.plugin
+                    .map(Stage::OutputMap, &payload, "CallToolResult", cx, &m.limits)
+                    .await?
             }
         };
         if let Some(invalidated) = invalidated {
@@ -264,6 +261,22 @@ impl Pipeline {
         }
         listed
     }
+}
+
+/// What an input mapper is given: `{"tool", "arguments", "principal"}`.
+#[derive(serde::Serialize)]
+struct InputPayload<'a> {
+    tool: &'a str,
+    arguments: &'a Value,
+    principal: Option<&'a Principal>,
+}
+
+/// What an output mapper is given: `{"tool", "arguments", "result"}`.
+#[derive(serde::Serialize)]
+struct OutputPayload<'a> {
+    tool: &'a str,
+    arguments: &'a Value,
+    result: &'a ToolResult,
 }
 
 /// Stops the call before `next` if its caller cancelled it.

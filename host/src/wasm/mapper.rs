@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::mapper::MapperPre;
@@ -32,16 +34,28 @@ impl MapperPlugin {
         self.0.name()
     }
 
-    /// Runs `map` on a JSON payload; the answer must be JSON too, and no
-    /// larger than `max_output_bytes`.
-    pub async fn map(
+    /// Runs `map` on `payload`, serialized once; the answer must be JSON
+    /// of shape `T` (`what` names it in the error), and no larger than
+    /// `max_output_bytes`. The answer is read straight into `T`, with no
+    /// `Value` in between.
+    pub async fn map<P: Serialize, T: DeserializeOwned>(
         &self,
         stage: Stage,
-        payload: &serde_json::Value,
+        payload: &P,
+        what: &str,
         cx: &CallContext,
         limits: &Limits,
-    ) -> Result<serde_json::Value, CallError> {
-        let (wit_cx, payload) = (wit_context(cx), payload.to_string());
+    ) -> Result<T, CallError> {
+        let failed = |m: String| {
+            CallError::new(
+                stage,
+                ErrorKind::Failed,
+                format!("mapper {}: {m}", self.name()),
+            )
+        };
+        let payload = serde_json::to_string(payload)
+            .map_err(|e| failed(format!("payload cannot be serialized: {e}")))?;
+        let wit_cx = wit_context(cx);
         let answer = self
             .0
             .run(stage, cx, limits, cx.events.clone(), async |pre, store| {
@@ -55,16 +69,14 @@ impl MapperPlugin {
                 }
                 Ok(out)
             });
-        let failed = |m: String| {
-            CallError::new(
-                stage,
-                ErrorKind::Failed,
-                format!("mapper {}: {m}", self.name()),
-            )
-        };
         match answer {
-            Ok(Ok(text)) => serde_json::from_str(&text)
-                .map_err(|e| failed(format!("answered invalid JSON: {e}"))),
+            Ok(Ok(text)) => serde_json::from_str(&text).map_err(|e| {
+                if e.is_data() {
+                    failed(format!("answered no {what}: {e}"))
+                } else {
+                    failed(format!("answered invalid JSON: {e}"))
+                }
+            }),
             Ok(Err(e)) => Err(failed(e.message)),
             Err(mut err) => {
                 if err.kind != ErrorKind::Cancelled {
