@@ -8,6 +8,13 @@ use std::path::Path;
 /// Each layer and the modules above it, which it must not name.
 const RULES: &[(&str, &[&str])] = &[
     (
+        "cluster",
+        &[
+            "call", "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest",
+            "server",
+        ],
+    ),
+    (
         "call",
         &[
             "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",

@@ -159,7 +159,7 @@ impl Pipeline {
         }
 
         proceed(cx, clock, Stage::RateLimit)?;
-        tool.rate.admit(cx)?;
+        tool.rate.admit(cx).await?;
 
         proceed(cx, clock, Stage::InputMap)?;
         let mut args = match &stages.input_map {
