@@ -19,6 +19,7 @@ one session's requests land on all of them. What the tests hold Hangar to:
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -28,8 +29,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import (DATABASE_URL, HANGAR_BIN, ROOT, Mcp, free_port, plugin_path, psql,
-                      run_hangar, wait_for)
+from conftest import (DATABASE_URL, HANGAR_BIN, ROOT, Mcp, Server, ask_and_answer, free_port,
+                      plugin_path, psql, run_hangar, wait_for)
 
 RUN = uuid.uuid4().hex[:10]
 PREFIX = f"hangar-test-cluster:{RUN}"
@@ -139,6 +140,15 @@ def cluster(tmp_path_factory, shared_cache):
         redis_cli("DEL", *keys)
 
 
+def refused(addr: str) -> bool:
+    host, port = addr.split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
 def session(cluster) -> Mcp:
     c = Mcp(cluster.url)
     c.initialize()
@@ -225,6 +235,25 @@ def test_a_cancellation_through_the_balancer_stops_the_call_on_another_replica(c
     assert len(set(call_and_cancel)) == 2, call_and_cancel
 
 
+def test_an_answer_to_an_elicitation_reaches_the_replica_that_asked(cluster):
+    c = Mcp(cluster.url)
+    r = c.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                                 "clientInfo": {"name": "cluster-test", "version": "0"}})
+    assert "result" in r, r
+    c.notify("notifications/initialized")
+    asked, final = ask_and_answer(
+        cluster, c, "test_elicitation", {"message": "Who are you?"},
+        lambda req: {"jsonrpc": "2.0", "id": req["id"],
+                     "result": {"action": "accept", "content": {"username": "ada", "email": "a@b.c"}}})
+    assert asked["method"] == "elicitation/create"
+    assert final["result"]["content"][0]["text"] == \
+        'User response: action=accept, content={"email":"a@b.c","username":"ada"}'
+    # The answer (logged first: it ended first) went to another replica
+    # than the call; pub/sub took it to the one that asked.
+    answer, call = cluster.upstreams(c.session)[-2:]
+    assert answer != call
+
+
 def test_a_rate_limit_holds_across_replicas(cluster):
     c = session(cluster)
     outcomes = []
@@ -273,9 +302,9 @@ def test_a_replica_killed_mid_run_costs_the_session_no_call(cluster):
     victim = cluster.pid(2)
     victim_addr = cluster.replica_url(2).removeprefix("http://")
     os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: not Path(f"/proc/{victim}").exists()
-             or "zombie" in Path(f"/proc/{victim}/status").read_text().lower()
-             or " Z " in Path(f"/proc/{victim}/stat").read_text(), 10, "the replica to die")
+    # Gone when its port refuses connections (a killed process's threads
+    # take a moment to exit; a request sent before that fails with it).
+    wait_for(lambda: refused(victim_addr), 10, "the killed replica's port to refuse connections")
     for i in range(12):
         assert text(c.call("echo", {"text": f"after {i}"})) == f"after {i}"
     after = cluster.upstreams(c.session)[-12:]
@@ -316,3 +345,39 @@ def test_a_bad_cluster_table_is_a_config_error(tmp_path):
     r = run_hangar("check", "--config", str(cfg))
     assert r.returncode != 0
     assert "replicas" in r.stderr + r.stdout
+
+
+def test_a_replica_that_loses_redis_serves_on_and_says_it_is_degraded(tmp_path, shared_cache):
+    """No balancer here: one replica, and a Redis of the test's own it kills."""
+    port = free_port()
+    redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                              "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = None
+    try:
+        wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                                        text=True).stdout.strip() == "PONG", 10, "redis to start")
+        server = Server(tmp_path, ["echo"], f'[cluster]\nredis = "redis://127.0.0.1:{port}"\n',
+                        cache_dir=shared_cache).start()
+        c = Mcp(server.url)
+        c.initialize()
+        assert text(c.call("echo", {"text": "shared"})) == "shared"
+        assert httpx.get(server.url + "/healthz").json()["cluster"]["redis"] == "ok"
+        redis.kill()
+        redis.wait(10)
+        # The session it holds, and calls that need nothing shared, go on.
+        assert text(c.call("echo", {"text": "alone"})) == "alone"
+        health = httpx.get(server.url + "/healthz").json()
+        assert health["status"] == "degraded", health
+        assert health["cluster"]["redis"] == "unreachable", health
+        assert "127.0.0.1:" + str(port) in health["cluster"]["error"]
+        # A new session is kept on this replica only, and works.
+        d = Mcp(server.url)
+        d.initialize()
+        assert text(d.call("echo", {"text": "new"})) == "new"
+    finally:
+        if server:
+            server.stop()
+        if redis.poll() is None:
+            redis.kill()
+            redis.wait(10)
