@@ -17,6 +17,7 @@ one session's requests land on all of them. What the tests hold Hangar to:
 """
 
 import json
+import queue
 import os
 import signal
 import socket
@@ -252,6 +253,42 @@ def test_an_answer_to_an_elicitation_reaches_the_replica_that_asked(cluster):
     # than the call; pub/sub took it to the one that asked.
     answer, call = cluster.upstreams(c.session)[-2:]
     assert answer != call
+
+
+def test_resource_updates_reach_a_stream_on_another_replica(cluster):
+    c = session(cluster)
+    messages = queue.Queue()
+    http = httpx.Client(base_url=cluster.url, timeout=httpx.Timeout(5, read=None))
+    stream = http.send(http.build_request("GET", "/mcp", headers={
+        "accept": "text/event-stream", "mcp-session-id": c.session}), stream=True)
+    assert stream.status_code == 200
+
+    def read():
+        try:
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    messages.put(json.loads(line[6:])["params"]["uri"])
+        except httpx.HTTPError:
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        watched, static, other = "test://watched-resource", "test://static-text", "test://not-subscribed"
+        # Subscribed through other replicas than the stream's.
+        for uri in (watched, static):
+            assert c.request("resources/subscribe", {"uri": uri})["result"] == {}
+        # Announced by guests on every replica in turn.
+        for uri in (watched, other, static, watched):
+            assert not c.call("test_touch_resource", {"uri": uri})["result"]["isError"]
+        got = sorted(messages.get(timeout=10) for _ in range(3))
+        assert got == sorted([watched, static, watched])
+        # Nothing else came (no copy, not the unsubscribed one): the next is this marker.
+        assert not c.call("test_touch_resource", {"uri": static})["result"]["isError"]
+        assert messages.get(timeout=10) == static
+        assert len(set(cluster.upstreams(c.session)[-5:])) == REPLICAS
+    finally:
+        stream.close()
+        http.close()
 
 
 def test_a_rate_limit_holds_across_replicas(cluster):

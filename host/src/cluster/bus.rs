@@ -31,6 +31,9 @@ pub enum BusMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<Value>,
     },
+    /// A guest on replica `from` announced that resource `uri` changed:
+    /// the other replicas tell their subscribed sessions' streams.
+    Updated { uri: String, from: String },
 }
 
 /// Receives every message some replica published.
@@ -111,6 +114,10 @@ mod tests {
                 id: json!("hangar-1"),
                 result: Some(json!({"action": "accept"})),
                 error: None,
+            },
+            BusMessage::Updated {
+                uri: "file:///x".into(),
+                from: "n1".into(),
             },
         ] {
             let text = serde_json::to_string(&m).unwrap();

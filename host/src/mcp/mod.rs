@@ -85,7 +85,14 @@ impl McpState {
                 .shared_by(cluster.clone());
         let asks = Asks::default();
         if let Some(cluster) = &cluster {
-            cluster.listen(from_other_replicas(sessions.clone(), asks.clone()));
+            let changes = pipeline.current().changes().clone();
+            changes.forward_to(to_other_replicas(cluster));
+            cluster.listen(from_other_replicas(
+                sessions.clone(),
+                asks.clone(),
+                changes,
+                cluster.node().to_string(),
+            ));
         }
         McpState {
             policy,
@@ -121,8 +128,18 @@ impl McpState {
 
 /// Acts on what another replica published: cancels a call running here,
 /// or hands an answer to the call here that asked.
-fn from_other_replicas(sessions: Sessions, asks: Asks) -> crate::cluster::bus::Handler {
+fn from_other_replicas(
+    sessions: Sessions,
+    asks: Asks,
+    changes: crate::call::ResourceChanges,
+    node: String,
+) -> crate::cluster::bus::Handler {
     Arc::new(move |message| match message {
+        BusMessage::Updated { uri, from } => {
+            if from != node {
+                changes.updated_elsewhere(&uri);
+            }
+        }
         BusMessage::Cancel { session, request } => {
             if let Some(s) = sessions.local(&session)
                 && s.cancel(&request)
@@ -142,6 +159,27 @@ fn from_other_replicas(sessions: Sessions, asks: Asks) -> crate::cluster::bus::H
             };
             asks.answer(&id, session.as_deref(), outcome);
         }
+    })
+}
+
+/// Publishes each resource update a guest announces here, for the
+/// sessions whose GET stream is on another replica.
+fn to_other_replicas(cluster: &Arc<Cluster>) -> crate::call::Forward {
+    let cluster = cluster.clone();
+    Arc::new(move |uri: &str| {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let message = BusMessage::Updated {
+            uri: uri.to_string(),
+            from: cluster.node().to_string(),
+        };
+        let cluster = cluster.clone();
+        runtime.spawn(async move {
+            if let Err(e) = cluster.publish(&message).await {
+                tracing::warn!("a resource update not passed to the other replicas: {e}");
+            }
+        });
     })
 }
 
@@ -557,7 +595,11 @@ async fn get_mcp(
     let Some(session) = st.sessions.find(id, owner).await else {
         return (StatusCode::NOT_FOUND, "Session not found").into_response();
     };
-    stream::open(session.open_stream(), st.pipeline.current().changes())
+    stream::open(
+        session.open_stream(),
+        st.pipeline.current().changes(),
+        st.sessions.clone(),
+    )
 }
 
 /// Ends a session.

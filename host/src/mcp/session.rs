@@ -414,6 +414,19 @@ impl Sessions {
         }
     }
 
+    /// With `[cluster]`, reads `session` from Redis again (subscriptions and
+    /// level made on other replicas; its TTL pushed back); false when it
+    /// ended meanwhile. In-process only, there is nothing to reread: true.
+    pub async fn reread(&self, session: &Session) -> bool {
+        match &self.shared {
+            None => true,
+            Some(_) => self
+                .find(&session.id, session.owner.as_deref())
+                .await
+                .is_some(),
+        }
+    }
+
     /// This replica's copy of session `id`, without asking Redis or marking
     /// it used: for a message from another replica about a call running here.
     pub fn local(&self, id: &str) -> Option<Arc<Session>> {
