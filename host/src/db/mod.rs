@@ -6,6 +6,7 @@ mod inputs;
 mod pg_numeric;
 mod pg_tls;
 mod postgres;
+mod shared;
 mod sqlite;
 pub mod template;
 
@@ -533,41 +534,6 @@ impl DbTool {
             cache.put(key, served.clone(), bytes);
         }
         Ok(served)
-    }
-
-    /// A result another replica fetched, from the shared tier: one byte
-    /// (`1` when truncated) and the rows' JSON text.
-    async fn shared_get(&self, key: &cache::Key) -> Option<Arc<Served>> {
-        let cluster = self.shared.as_ref()?;
-        let bytes = match cluster.cache_get(key).await {
-            Ok(found) => found?,
-            Err(e) => {
-                tracing::debug!("{}: shared cache skipped: {e}", self.label);
-                return None;
-            }
-        };
-        let (flag, text) = bytes.split_first()?;
-        let text = std::str::from_utf8(text).ok()?.to_string();
-        let rows = serde_json::from_str(&text).ok()?;
-        Some(Arc::new(Served {
-            rows: Rows {
-                rows,
-                truncated: *flag == b'1',
-            },
-            text,
-        }))
-    }
-
-    async fn shared_put(&self, key: &cache::Key, served: &Served, ttl: std::time::Duration) {
-        let Some(cluster) = &self.shared else {
-            return;
-        };
-        let mut bytes = Vec::with_capacity(served.text.len() + 1);
-        bytes.push(if served.rows.truncated { b'1' } else { b'0' });
-        bytes.extend_from_slice(served.text.as_bytes());
-        if let Err(e) = cluster.cache_put(key, &bytes, ttl).await {
-            tracing::debug!("{}: shared cache not written: {e}", self.label);
-        }
     }
 }
 

@@ -14,6 +14,7 @@ mod jsonrpc;
 mod modern;
 mod offers;
 mod pins;
+mod replicas;
 mod session;
 mod stream;
 
@@ -35,7 +36,6 @@ use serde_json::{Map, Value, json};
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
 use crate::cluster::Cluster;
-use crate::cluster::bus::BusMessage;
 use crate::config::ErrorStyle;
 use crate::pipeline::{CallContext, Live, LogLevel, RequestInfo, Transport};
 use asks::Asks;
@@ -86,8 +86,8 @@ impl McpState {
         let asks = Asks::default();
         if let Some(cluster) = &cluster {
             let changes = pipeline.current().changes().clone();
-            changes.forward_to(to_other_replicas(cluster));
-            cluster.listen(from_other_replicas(
+            changes.forward_to(replicas::to_other_replicas(cluster));
+            cluster.listen(replicas::from_other_replicas(
                 sessions.clone(),
                 asks.clone(),
                 changes,
@@ -124,63 +124,6 @@ impl McpState {
     pub fn session_report(&self) -> SessionReport {
         self.sessions.report()
     }
-}
-
-/// Acts on what another replica published: cancels a call running here,
-/// or hands an answer to the call here that asked.
-fn from_other_replicas(
-    sessions: Sessions,
-    asks: Asks,
-    changes: crate::call::ResourceChanges,
-    node: String,
-) -> crate::cluster::bus::Handler {
-    Arc::new(move |message| match message {
-        BusMessage::Updated { uri, from } => {
-            if from != node {
-                changes.updated_elsewhere(&uri);
-            }
-        }
-        BusMessage::Cancel { session, request } => {
-            if let Some(s) = sessions.local(&session)
-                && s.cancel(&request)
-            {
-                tracing::debug!(%request, "cancelled at another replica's word");
-            }
-        }
-        BusMessage::Answer {
-            session,
-            id,
-            result,
-            error,
-        } => {
-            let outcome = match error {
-                Some(e) => Err(e),
-                None => Ok(result.unwrap_or(Value::Null)),
-            };
-            asks.answer(&id, session.as_deref(), outcome);
-        }
-    })
-}
-
-/// Publishes each resource update a guest announces here, for the
-/// sessions whose GET stream is on another replica.
-fn to_other_replicas(cluster: &Arc<Cluster>) -> crate::call::Forward {
-    let cluster = cluster.clone();
-    Arc::new(move |uri: &str| {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let message = BusMessage::Updated {
-            uri: uri.to_string(),
-            from: cluster.node().to_string(),
-        };
-        let cluster = cluster.clone();
-        runtime.spawn(async move {
-            if let Err(e) = cluster.publish(&message).await {
-                tracing::warn!("a resource update not passed to the other replicas: {e}");
-            }
-        });
-    })
 }
 
 /// What ends with an MCP session: its upstream sessions, in the catalog in
@@ -251,21 +194,7 @@ async fn post_mcp(
             let session_id = session.as_ref().map(|s| s.id.as_str());
             if !st.asks.answer(&id, session_id, outcome.clone()) {
                 match &st.cluster {
-                    Some(cluster) => {
-                        let (result, error) = match outcome {
-                            Ok(r) => (Some(r), None),
-                            Err(e) => (None, Some(e)),
-                        };
-                        let message = BusMessage::Answer {
-                            session: session_id.map(str::to_string),
-                            id,
-                            result,
-                            error,
-                        };
-                        if let Err(e) = cluster.publish(&message).await {
-                            tracing::warn!("an answer not passed to the other replicas: {e}");
-                        }
-                    }
+                    Some(cluster) => replicas::pass_answer(cluster, session_id, id, outcome).await,
                     None => tracing::debug!(%id, "a response to no question waiting"),
                 }
             }
@@ -478,15 +407,7 @@ async fn notification(
         && !session.cancel(request_id)
     {
         match &st.cluster {
-            Some(cluster) => {
-                let message = BusMessage::Cancel {
-                    session: session.id.clone(),
-                    request: request_id.clone(),
-                };
-                if let Err(e) = cluster.publish(&message).await {
-                    tracing::warn!("a cancellation not passed to the other replicas: {e}");
-                }
-            }
+            Some(cluster) => replicas::pass_cancel(cluster, &session.id, request_id).await,
             None => tracing::debug!(%request_id, "cancel for a request that is not running"),
         }
     }
