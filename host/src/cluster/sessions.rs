@@ -7,7 +7,7 @@
 //! `elicitation` and `sampling` (`1` when the client declared them),
 //! `level` (the log level it asked for) and one `sub:<uri>` per resource
 //! subscription. Reading a session is one round trip (`HGETALL` and
-//! `PEXPIRE` in one `MULTI`).
+//! `PEXPIRE`, pipelined).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -98,9 +98,10 @@ impl Cluster {
     /// expired or was deleted (on any replica).
     pub async fn session_load(&self, id: &str, ttl: Duration) -> Result<Option<SessionRecord>> {
         let key = self.session_key(id);
+        // Pipelined, not a transaction: if the hash expires between the two,
+        // the `PEXPIRE` finds nothing and the read said so already.
         let mut pipe = redis::pipe();
-        pipe.atomic()
-            .hgetall(&key)
+        pipe.hgetall(&key)
             .pexpire(&key, millis(ttl) as i64)
             .ignore();
         let (fields,): (HashMap<String, String>,) = self.pipe(pipe).await?;
