@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod catalog;
+pub mod cluster;
 pub mod config;
 pub mod db;
 pub mod files;

@@ -23,6 +23,8 @@ pub struct Loader {
     /// Why the kv store did not open, repeated in every generation's problems.
     kv_problems: Vec<LoadFailure>,
     changes: ResourceChanges,
+    /// The replicas' shared Redis (`[cluster]`), kept across reloads.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// One catalog and what was met building it.
@@ -59,6 +61,11 @@ impl Loader {
             wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
                 .map_err(|e| anyhow::anyhow!(e))?,
         );
+        let cluster = config
+            .cluster
+            .as_ref()
+            .map(crate::cluster::Cluster::open)
+            .transpose()?;
         let (kv, kv_problems) = wasm::kv::open(&config.kv, &config.server.cache_dir).await;
         let kv_problems = kv_problems
             .into_iter()
@@ -73,7 +80,13 @@ impl Loader {
             kv,
             kv_problems,
             changes: ResourceChanges::default(),
+            cluster,
         })
+    }
+
+    /// The replicas' shared Redis, when `[cluster]` is set.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.as_ref()
     }
 
     pub fn changes(&self) -> &ResourceChanges {
@@ -152,7 +165,8 @@ impl Loader {
             tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
         }
         // Upstreams trust what guests' HTTPS trusts: the system roots and `[http] extra_ca`.
-        let mut built = Catalog::build(config, discovery, self.client.tls()).await?;
+        let mut built =
+            Catalog::build(config, discovery, self.client.tls(), self.cluster.clone()).await?;
         built.problems.append(&mut meta_problems);
         Ok(Generation {
             catalog: built.catalog,

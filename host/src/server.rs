@@ -53,6 +53,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         server.max_sessions.max(1),
         server.session_timeout,
         server.request_state_key.as_deref(),
+        hangar.loader.cluster().cloned(),
     ));
     let rest = rest::router(rest::Rest {
         pipeline: hangar.pipeline.clone(),
@@ -68,6 +69,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         ),
         mcp: mcp_state.clone(),
         http: http.clone(),
+        cluster: hangar.loader.cluster().cloned(),
     });
     let files = hangar.files.clone();
     let body = Arc::new(BodyLimits {
@@ -278,6 +280,8 @@ struct HealthState {
     health: Health,
     mcp: Arc<McpState>,
     http: Arc<HttpStats>,
+    /// The replicas' shared Redis (`[cluster]`), pinged on each request.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// `/healthz`, for the caller: who it is comes from the server-wide auth
@@ -304,6 +308,15 @@ async fn healthz(
     let mut report = state.health.report(principal.as_ref());
     report["http"] = json!(state.http.report());
     report["sessions"] = json!(state.mcp.session_report());
+    // A replica that cannot reach the shared Redis still serves what needs
+    // no shared state, and says it is degraded.
+    if let Some(cluster) = &state.cluster {
+        let status = cluster.status().await;
+        if status.redis != "ok" {
+            report["status"] = json!("degraded");
+        }
+        report["cluster"] = json!(status);
+    }
     Json(report).into_response()
 }
 

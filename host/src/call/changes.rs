@@ -4,6 +4,8 @@
 //! a reload changed (`notifications/{tools,prompts,resources}/list_changed`,
 //! to every session with an open stream).
 
+use std::sync::{Arc, OnceLock};
+
 use tokio::sync::broadcast;
 
 /// Changes waiting for a slow subscriber before the oldest are skipped.
@@ -37,24 +39,53 @@ impl List {
     }
 }
 
+/// Told of each resource update announced here, to pass it on to other
+/// processes (`[cluster]`: the other replicas). It must not block.
+pub type Forward = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The server-wide channel of changes. Cloning shares it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ResourceChanges {
     tx: broadcast::Sender<Change>,
+    forward: Arc<OnceLock<Forward>>,
+}
+
+impl std::fmt::Debug for ResourceChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceChanges")
+            .field("forwarded", &self.forward.get().is_some())
+            .finish()
+    }
 }
 
 impl Default for ResourceChanges {
     fn default() -> Self {
         ResourceChanges {
             tx: broadcast::channel(BACKLOG).0,
+            forward: Arc::default(),
         }
     }
 }
 
 impl ResourceChanges {
-    /// Announces that `uri` changed; nobody listening is fine.
+    /// Announces that `uri` changed; nobody listening is fine. It is passed
+    /// on to other processes too, when something forwards updates.
     pub fn updated(&self, uri: &str) {
         let _ = self.tx.send(Change::Updated(uri.to_string()));
+        if let Some(forward) = self.forward.get() {
+            forward(uri);
+        }
+    }
+
+    /// Announces here an update another process announced (not passed on).
+    pub fn updated_elsewhere(&self, uri: &str) {
+        let _ = self.tx.send(Change::Updated(uri.to_string()));
+    }
+
+    /// Passes every update announced here to `forward` (set once; later
+    /// calls change nothing).
+    pub fn forward_to(&self, forward: Forward) {
+        let _ = self.forward.set(forward);
     }
 
     /// Announces that a reload changed `list`.

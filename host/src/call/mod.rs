@@ -16,7 +16,7 @@ mod result;
 mod tool;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
-pub use changes::{Change, List, ResourceChanges};
+pub use changes::{Change, Forward, List, ResourceChanges};
 pub use context::{
     CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
     RequestInfo, Transport,

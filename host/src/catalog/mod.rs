@@ -87,6 +87,8 @@ pub struct Catalog {
     /// entries of tools an upstream adds later are wired with.
     plugins: Arc<Plugins>,
     server_limiter: Option<Arc<Limiter>>,
+    /// The replicas' shared Redis (`[cluster]`): rate limits count there.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// A catalog and the problems met while building it.
@@ -106,8 +108,13 @@ impl Catalog {
         config: &Config,
         discovery: Discovery,
         upstream_tls: &rustls::ClientConfig,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> anyhow::Result<Built> {
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog {
+            cluster: cluster.clone(),
+            ..Catalog::default()
+        };
+        let cluster = cluster.as_ref();
         let mut offered = Offered::default();
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
@@ -127,14 +134,14 @@ impl Catalog {
         let server_limiter = config
             .server
             .rate_limit
-            .map(|limit| Limiter::new(limit, "the server".to_string()));
+            .map(|limit| Limiter::new(limit, "the server".to_string(), cluster));
         for (loaded_path, plugin, plugin_limits, defs, offers) in listings {
             let plugin = Arc::new(plugin);
             let plugin_limiter = config
                 .plugins
                 .get(plugin.name())
                 .and_then(|p| p.rate_limit)
-                .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name())));
+                .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name()), cluster));
             match offers {
                 Ok(listing) => {
                     let errors = offered.add_listing(config, &plugins, &plugin, listing);
@@ -201,7 +208,7 @@ impl Catalog {
                     source: loaded_path.clone(),
                     stages,
                     rate: RateLimits::new([
-                        tool_limiter(config, &def_name),
+                        tool_limiter(config, &def_name, cluster),
                         plugin_limiter.clone(),
                         server_limiter.clone(),
                     ]),
@@ -210,7 +217,7 @@ impl Catalog {
             }
         }
         let env = |var: &str| std::env::var(var).ok();
-        let connectors = Connectors::open(config, &env)?;
+        let connectors = Connectors::open(config, &env)?.shared_by(cluster.cloned());
         for (connector, error) in connectors.problems() {
             problems.push(LoadFailure {
                 path: PathBuf::from(format!("connectors.{connector}")),
@@ -229,7 +236,10 @@ impl Catalog {
             let stages = plugins
                 .stages_for(config, &cfg.name, &tool.def.input_schema)
                 .map_err(|e| anyhow::anyhow!(e))?;
-            let rate = RateLimits::new([tool_limiter(config, &cfg.name), server_limiter.clone()]);
+            let rate = RateLimits::new([
+                tool_limiter(config, &cfg.name, cluster),
+                server_limiter.clone(),
+            ]);
             catalog.insert(CatalogTool {
                 stages,
                 rate,
@@ -463,9 +473,13 @@ impl Catalog {
 }
 
 /// The `[[tools]]` rate limit of tool `name`, if it has one.
-fn tool_limiter(config: &Config, name: &str) -> Option<Arc<Limiter>> {
+fn tool_limiter(
+    config: &Config,
+    name: &str,
+    cluster: Option<&Arc<crate::cluster::Cluster>>,
+) -> Option<Arc<Limiter>> {
     let limit = config.tool(name).and_then(|t| t.rate_limit)?;
-    Some(Limiter::new(limit, format!("tool {name}")))
+    Some(Limiter::new(limit, format!("tool {name}"), cluster))
 }
 
 /// The catalog entry of a DB tool: its schema comes from its declared inputs.

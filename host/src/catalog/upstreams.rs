@@ -80,6 +80,7 @@ impl Catalog {
             pinning: self.pinning,
             plugins: self.plugins.clone(),
             server_limiter: self.server_limiter.clone(),
+            cluster: self.cluster.clone(),
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {
@@ -157,7 +158,10 @@ impl Catalog {
             limits: config.limits_for("", &def.name),
             source: path.to_path_buf(),
             stages,
-            rate: RateLimits::new([tool_limiter(config, &def.name), self.server_limiter.clone()]),
+            rate: RateLimits::new([
+                tool_limiter(config, &def.name, self.cluster.as_ref()),
+                self.server_limiter.clone(),
+            ]),
         })
     }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod capabilities;
+mod cluster;
 mod files;
 mod limits;
 mod oauth;
@@ -21,6 +22,7 @@ mod server;
 mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
+pub use cluster::ClusterConfig;
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::OAuthConfig;
@@ -76,6 +78,8 @@ pub struct Config {
     /// Files tools produce (`artifact://` resources, `GET /artifacts/...`).
     #[serde(default)]
     pub artifacts: ArtifactsConfig,
+    /// Replicas sharing state in Redis (`[cluster]`); none: all in-process.
+    pub cluster: Option<ClusterConfig>,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -352,6 +356,11 @@ impl Config {
         config
             .validate_oauth()
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+        if let Some(cluster) = &config.cluster {
+            cluster
+                .check()
+                .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+        }
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         config.server.request_state_key = config
             .server
@@ -399,8 +408,18 @@ impl Config {
         }
     }
 
+    /// Parses the file's text. With `[cluster]` and no `[kv]` table, kv
+    /// lives in the cluster's Redis too.
     pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
-        toml::from_str(text)
+        let mut config: Config = toml::from_str(text)?;
+        if let Some(cluster) = &config.cluster {
+            let table: toml::Table = toml::from_str(text)?;
+            if !table.contains_key("kv") {
+                config.kv.backend = crate::wasm::kv::BackendKind::Redis;
+                config.kv.url = cluster.redis.clone();
+            }
+        }
+        Ok(config)
     }
 
     /// The limits for one tool of one plugin: global, then plugin, then tool.
@@ -519,6 +538,25 @@ mod tests {
         assert!(matches!(&c.connectors["demo"], ConnectorConfig::Sqlite(_)));
         let bad = Config::parse("[connectors.x]\nkind = \"sqlite\"\npath = \"a\"\npoolsize = 3\n");
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_cluster_without_kv_puts_kv_in_its_redis() {
+        let c = Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n").unwrap();
+        assert_eq!(c.cluster.as_ref().unwrap().prefix, "hangar:cluster");
+        assert_eq!(c.kv.backend, crate::wasm::kv::BackendKind::Redis);
+        assert_eq!(c.kv.url, "redis://10.0.0.5:6379");
+        let own =
+            Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n[kv]\nmax_keys = 5\n")
+                .unwrap();
+        assert_eq!(own.kv.backend, crate::wasm::kv::BackendKind::Embedded);
+        assert!(Config::parse("").unwrap().cluster.is_none());
+        assert!(Config::parse("[cluster]\nredis = \"x\"\nport = 1\n").is_err());
+        let bad = ClusterConfig {
+            redis: "http://user:secret@h:1".into(),
+            prefix: "p".into(),
+        };
+        assert!(!bad.check().unwrap_err().contains("secret"));
     }
 
     #[test]

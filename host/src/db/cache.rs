@@ -3,6 +3,10 @@
 //! is bounded by bytes, not entries: each entry weighs about what its rows
 //! take, the cache evicts the least used past `max_bytes`, and a result
 //! larger than `max_entry_bytes` is served but not kept.
+//!
+//! With `[cluster]`, a miss here is looked up in the replicas' shared Redis
+//! (the second tier, `crate::cluster::cache`) before the database is asked;
+//! the tool does that ([`super::DbTool`]) and counts its hits here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +31,8 @@ pub struct ResultCache<T> {
     entries: Cache<Key, Entry<T>, ByWeight>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Misses here served by the shared tier (`None`: there is none).
+    shared_hits: Option<AtomicU64>,
 }
 
 /// A cached result, when it expires, and what it weighs.
@@ -60,6 +66,9 @@ impl<T> Weighter<Key, Entry<T>> for ByWeight {
 pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
+    /// Of the misses, those the shared tier (`[cluster]`) served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_hits: Option<u64>,
 }
 
 impl<T> ResultCache<T> {
@@ -72,7 +81,29 @@ impl<T> ResultCache<T> {
             entries: Cache::with_weighter(estimated, max_bytes.max(1), ByWeight),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            shared_hits: None,
         }
+    }
+
+    /// Counts the hits of a shared second tier too.
+    pub fn with_shared_tier(mut self) -> ResultCache<T> {
+        self.shared_hits = Some(AtomicU64::new(0));
+        self
+    }
+
+    /// A miss here that the shared tier served.
+    pub fn shared_hit(&self) {
+        if let Some(n) = &self.shared_hits {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub fn max_entry_bytes(&self) -> u64 {
+        self.max_entry_bytes
     }
 
     /// The key of a result: name (of the tool or resource), statement and
@@ -129,6 +160,7 @@ impl<T> ResultCache<T> {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            shared_hits: self.shared_hits.as_ref().map(|n| n.load(Ordering::Relaxed)),
         }
     }
 

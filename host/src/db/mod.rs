@@ -6,6 +6,7 @@ mod inputs;
 mod pg_numeric;
 mod pg_tls;
 mod postgres;
+mod shared;
 mod sqlite;
 pub mod template;
 
@@ -98,9 +99,18 @@ impl Connector {
 /// which its tools report at the env stage.
 pub struct Connectors {
     by_name: BTreeMap<String, Result<Arc<Connector>, TemplateError>>,
+    /// The replicas' shared Redis (`[cluster]`): the result caches' second tier.
+    shared: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Connectors {
+    /// Result caches of the tools built on these connectors get a second
+    /// tier in `cluster`'s Redis.
+    pub fn shared_by(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Connectors {
+        self.shared = cluster;
+        self
+    }
+
     /// Sets up every configured connector. Postgres pools connect lazily, so
     /// a database that is down does not stop startup.
     pub fn open(
@@ -127,7 +137,10 @@ impl Connectors {
             };
             by_name.insert(name.clone(), connector);
         }
-        Ok(Connectors { by_name })
+        Ok(Connectors {
+            by_name,
+            shared: None,
+        })
     }
 
     /// Env variables that connectors need and do not have, for reporting.
@@ -158,6 +171,8 @@ pub struct DbTool {
     read_only: bool,
     max_rows: usize,
     cache: Option<ResultCache<Served>>,
+    /// The cache's second tier (`[cluster]`), with `cache` only.
+    shared: Option<Arc<crate::cluster::Cluster>>,
     /// Of a resource's contents.
     mime_type: String,
 }
@@ -320,9 +335,14 @@ impl DbTool {
             connector,
             read_only: spec.read_only,
             max_rows: spec.max_rows,
-            cache: spec
-                .cache
-                .map(|c| ResultCache::new(c.ttl, c.max_bytes, c.max_entry_bytes)),
+            cache: spec.cache.map(|c| {
+                let cache = ResultCache::new(c.ttl, c.max_bytes, c.max_entry_bytes);
+                match &connectors.shared {
+                    Some(_) => cache.with_shared_tier(),
+                    None => cache,
+                }
+            }),
+            shared: spec.cache.and(connectors.shared.clone()),
             mime_type: "application/json".into(),
         })
     }
@@ -465,10 +485,16 @@ impl DbTool {
             .cache
             .as_ref()
             .map(|c| c.key(&self.name, &statement.sql, &params));
-        if let (Some(cache), Some(key)) = (&self.cache, &key)
-            && let Some(hit) = cache.get(key)
-        {
-            return Ok(hit);
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            if let Some(hit) = cache.get(key) {
+                return Ok(hit);
+            }
+            if let Some(hit) = self.shared_get(key).await {
+                cache.shared_hit();
+                let bytes = 2 * hit.text.len() as u64;
+                cache.put(*key, hit.clone(), bytes);
+                return Ok(hit);
+            }
         }
         let rows = connector
             .query(
@@ -502,6 +528,9 @@ impl DbTool {
         if let (Some(cache), Some(key)) = (&self.cache, key) {
             // The text, and the rows as values, which take about as much again.
             let bytes = 2 * served.text.len() as u64;
+            if bytes <= cache.max_entry_bytes() {
+                self.shared_put(&key, &served, cache.ttl()).await;
+            }
             cache.put(key, served.clone(), bytes);
         }
         Ok(served)

@@ -1,6 +1,11 @@
 //! MCP over Streamable HTTP at `/mcp` (protocol 2025-11-25, also 2025-06-18
 //! and 2025-03-26): JSON-RPC framing, sessions, SSE for calls that report
 //! progress or logs, and DNS-rebinding protection.
+//!
+//! With `[cluster]`, sessions are found on any replica (see
+//! [`session`]), and a `notifications/cancelled` or an answer to a
+//! server-to-client request that names a call running on another replica
+//! is published on the cluster's bus; the replica running it acts on it.
 
 mod asks;
 mod calls;
@@ -9,6 +14,7 @@ mod jsonrpc;
 mod modern;
 mod offers;
 mod pins;
+mod replicas;
 mod session;
 mod stream;
 
@@ -29,6 +35,7 @@ use serde_json::{Map, Value, json};
 
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 
+use crate::cluster::Cluster;
 use crate::config::ErrorStyle;
 use crate::pipeline::{CallContext, Live, LogLevel, RequestInfo, Transport};
 use asks::Asks;
@@ -54,6 +61,8 @@ pub struct McpState {
     closing: tokio::sync::watch::Sender<bool>,
     /// Seals the `requestState` of input-required rounds.
     state_key: Arc<modern::StateKey>,
+    /// The replicas' shared Redis (`[cluster]`).
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl McpState {
@@ -69,19 +78,31 @@ impl McpState {
         max_sessions: usize,
         session_timeout: Duration,
         state_key: Option<&str>,
+        cluster: Option<Arc<Cluster>>,
     ) -> McpState {
+        let sessions =
+            Sessions::with_on_end(max_sessions, session_timeout, session_ended(&pipeline))
+                .shared_by(cluster.clone());
+        let asks = Asks::default();
+        if let Some(cluster) = &cluster {
+            let changes = pipeline.current().changes().clone();
+            changes.forward_to(replicas::to_other_replicas(cluster));
+            cluster.listen(replicas::from_other_replicas(
+                sessions.clone(),
+                asks.clone(),
+                changes,
+                cluster.node().to_string(),
+            ));
+        }
         McpState {
             policy,
             page_size,
             errors,
             trace_ids,
-            sessions: Sessions::with_on_end(
-                max_sessions,
-                session_timeout,
-                session_ended(&pipeline),
-            ),
+            sessions,
             pipeline,
-            asks: Asks::default(),
+            asks,
+            cluster,
             closing: tokio::sync::watch::Sender::new(false),
             state_key: Arc::new(modern::StateKey::new(state_key)),
         }
@@ -95,8 +116,8 @@ impl McpState {
 
     /// Whether session `id` is live and belongs to `owner` (the subject of
     /// the request's bearer token, if any).
-    pub fn session_exists(&self, id: &str, owner: Option<&str>) -> bool {
-        self.sessions.get(id, owner).is_some()
+    pub async fn session_exists(&self, id: &str, owner: Option<&str>) -> bool {
+        self.sessions.find(id, owner).await.is_some()
     }
 
     /// How many sessions are live, and how many were forgotten.
@@ -152,14 +173,18 @@ async fn post_mcp(
         && method == "initialize"
     {
         let owner = token.as_ref().map(|t| t.0.subject.clone());
-        return initialize(&st, id, params, owner);
+        return initialize(&st, id, params, owner).await;
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,
-        Some(sid) => match st.sessions.get(
-            sid.to_str().unwrap_or_default(),
-            token.as_ref().map(|t| t.0.subject.as_str()),
-        ) {
+        Some(sid) => match st
+            .sessions
+            .find(
+                sid.to_str().unwrap_or_default(),
+                token.as_ref().map(|t| t.0.subject.as_str()),
+            )
+            .await
+        {
             Some(s) => Some(s),
             None => return session_not_found(&message),
         },
@@ -167,13 +192,16 @@ async fn post_mcp(
     match message {
         Incoming::Response { id, outcome } => {
             let session_id = session.as_ref().map(|s| s.id.as_str());
-            if !st.asks.answer(&id, session_id, outcome) {
-                tracing::debug!(%id, "a response to no question waiting");
+            if !st.asks.answer(&id, session_id, outcome.clone()) {
+                match &st.cluster {
+                    Some(cluster) => replicas::pass_answer(cluster, session_id, id, outcome).await,
+                    None => tracing::debug!(%id, "a response to no question waiting"),
+                }
             }
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Notification { method, params } => {
-            notification(session.as_deref(), &method, &params);
+            notification(&st, session.as_deref(), &method, &params).await;
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Request { id, method, params } => {
@@ -190,12 +218,12 @@ async fn post_mcp(
                 "ping" => reply(&request.id, &json!({})),
                 "tools/list" => tools_list(&st, &request).await,
                 "tools/call" => calls::tools_call(&st, request).await,
-                "logging/setLevel" => set_level(&request),
+                "logging/setLevel" => set_level(&st, &request).await,
                 "resources/list" => offers::resources_list(&st, &request).await,
                 "resources/templates/list" => offers::templates_list(&st, &request).await,
                 "resources/read" => offers::resources_read(&st, &request).await,
-                "resources/subscribe" => offers::subscribe(&st, &request, true),
-                "resources/unsubscribe" => offers::subscribe(&st, &request, false),
+                "resources/subscribe" => offers::subscribe(&st, &request, true).await,
+                "resources/unsubscribe" => offers::subscribe(&st, &request, false).await,
                 "prompts/list" => offers::prompts_list(&st, &request).await,
                 "prompts/get" => offers::prompts_get(&st, &request).await,
                 "completion/complete" => offers::complete(&st, &request).await,
@@ -314,7 +342,7 @@ impl Request<'_> {
     }
 }
 
-fn initialize(
+async fn initialize(
     st: &McpState,
     id: &Value,
     params: &Map<String, Value>,
@@ -324,10 +352,14 @@ fn initialize(
     let version = requested
         .filter(|v| SUPPORTED_VERSIONS.contains(v))
         .unwrap_or(guard::LATEST_VERSION);
-    let session = st.sessions.create(
-        ClientAsks::from_capabilities(params.get("capabilities")),
-        owner,
-    );
+    let session = st
+        .sessions
+        .open(
+            ClientAsks::from_capabilities(params.get("capabilities")),
+            owner,
+            version,
+        )
+        .await;
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities(st),
@@ -362,12 +394,22 @@ fn capabilities(st: &McpState) -> Value {
     caps
 }
 
-fn notification(session: Option<&Session>, method: &str, params: &Map<String, Value>) {
+/// A notification from the client: `notifications/cancelled` stops the
+/// call it names, here or (`[cluster]`) on the replica that runs it.
+async fn notification(
+    st: &McpState,
+    session: Option<&Session>,
+    method: &str,
+    params: &Map<String, Value>,
+) {
     if method == "notifications/cancelled"
         && let (Some(session), Some(request_id)) = (session, params.get("requestId"))
         && !session.cancel(request_id)
     {
-        tracing::debug!(%request_id, "cancel for a request that is not running");
+        match &st.cluster {
+            Some(cluster) => replicas::pass_cancel(cluster, &session.id, request_id).await,
+            None => tracing::debug!(%request_id, "cancel for a request that is not running"),
+        }
     }
 }
 
@@ -425,7 +467,7 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
         .ok()
 }
 
-fn set_level(req: &Request) -> Response {
+async fn set_level(st: &McpState, req: &Request<'_>) -> Response {
     let level = req
         .params
         .get("level")
@@ -438,7 +480,7 @@ fn set_level(req: &Request) -> Response {
             ),
         ),
         (Some(level), Some(session)) => {
-            session.set_log_level(level);
+            st.sessions.set_log_level(session, level).await;
             reply(&req.id, &json!({}))
         }
         // Without a session there is nowhere to keep the level.
@@ -471,10 +513,14 @@ async fn get_mcp(
         return (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response();
     };
     let owner = token.as_ref().map(|t| t.0.subject.as_str());
-    let Some(session) = st.sessions.get(id, owner) else {
+    let Some(session) = st.sessions.find(id, owner).await else {
         return (StatusCode::NOT_FOUND, "Session not found").into_response();
     };
-    stream::open(session.open_stream(), st.pipeline.current().changes())
+    stream::open(
+        session.open_stream(),
+        st.pipeline.current().changes(),
+        st.sessions.clone(),
+    )
 }
 
 /// Ends a session.
@@ -491,7 +537,8 @@ async fn delete_mcp(
         Some(id)
             if st
                 .sessions
-                .remove(id, token.as_ref().map(|t| t.0.subject.as_str())) =>
+                .end(id, token.as_ref().map(|t| t.0.subject.as_str()))
+                .await =>
         {
             StatusCode::OK.into_response()
         }

@@ -83,7 +83,7 @@ pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response
 
 /// `resources/subscribe`: remembered on the session; updates of the URI
 /// are sent on the session's GET stream.
-pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response {
+pub(super) async fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response {
     let uri = match uri_param(req) {
         Ok(uri) => uri,
         Err(e) => return req.fail(&e),
@@ -106,10 +106,8 @@ pub(super) fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response 
             let e = CallError::resource_not_found(&uri);
             return req.fail(&offer_error(&e, "", Some(&uri)));
         }
-        session.subscribe(&uri);
-    } else {
-        session.unsubscribe(&uri);
     }
+    st.sessions.subscribe(session, &uri, on).await;
     req.reply(&json!({}))
 }
 

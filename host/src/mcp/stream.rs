@@ -3,6 +3,10 @@
 //! subscribed to, and `notifications/*/list_changed` after a reload changed
 //! a list. A session has one current stream: opening another
 //! replaces it, and the replaced one ends.
+//!
+//! With `[cluster]` the session may be used on other replicas meanwhile:
+//! each keep-alive and each resource update reads it from Redis again (its
+//! subscriptions, and whether it still exists; reading also keeps it alive).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -15,16 +19,17 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::jsonrpc;
-use super::session::StreamClaim;
+use super::session::{Sessions, StreamClaim};
 use crate::pipeline::{Change, ResourceChanges};
 
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The session's stream: its updates as they come, keep-alive comments between.
-pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
+pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges, sessions: Sessions) -> Response {
     let rx = changes.subscribe();
-    let events = futures::stream::unfold((claim, rx), |(claim, mut rx)| async move {
+    let state = (claim, rx, sessions);
+    let events = futures::stream::unfold(state, |(claim, mut rx, sessions)| async move {
         loop {
             let next = tokio::select! {
                 next = tokio::time::timeout(KEEPALIVE, rx.recv()) => next,
@@ -37,9 +42,18 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
                 // A session whose client listens on its stream is in use.
                 Err(_) => {
                     claim.session().touch();
+                    if !sessions.reread(claim.session()).await {
+                        return None;
+                    }
                     Bytes::from_static(b": keep-alive\n\n")
                 }
-                Ok(Ok(Change::Updated(uri))) if claim.session().subscribed(&uri) => {
+                Ok(Ok(Change::Updated(uri))) => {
+                    if !sessions.reread(claim.session()).await {
+                        return None;
+                    }
+                    if !claim.session().subscribed(&uri) {
+                        continue;
+                    }
                     let body = jsonrpc::notification_body(
                         "notifications/resources/updated",
                         &json!({ "uri": uri }),
@@ -50,7 +64,6 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
                     let body = jsonrpc::notification_body(list.notification(), &json!({}));
                     super::calls::sse_frame(&body)
                 }
-                Ok(Ok(Change::Updated(_))) => continue,
                 // Too slow a reader skips what it missed, and reads on.
                 Ok(Err(RecvError::Lagged(n))) => {
                     tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} changes skipped");
@@ -58,7 +71,7 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges) -> Response {
                 }
                 Ok(Err(RecvError::Closed)) => return None,
             };
-            return Some((Ok::<_, Infallible>(frame), (claim, rx)));
+            return Some((Ok::<_, Infallible>(frame), (claim, rx, sessions)));
         }
     });
     let primer = futures::stream::once(async { Ok(Bytes::from_static(b": stream open\n\n")) });

@@ -160,7 +160,7 @@ impl Pipeline {
         }
 
         proceed(cx, clock, Stage::RateLimit, false)?;
-        tool.rate.admit(cx)?;
+        tool.rate.admit(cx).await?;
 
         proceed(cx, clock, Stage::InputMap, stages.input_map.is_some())?;
         let mut args = match &stages.input_map {

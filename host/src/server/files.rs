@@ -60,7 +60,7 @@ async fn caller_area(
     let subject = token.as_ref().map(|p| p.subject.as_str());
     if let Some(sid) = headers.get("mcp-session-id") {
         let sid = sid.to_str().unwrap_or_default();
-        if !st.mcp.session_exists(sid, subject) {
+        if !st.mcp.session_exists(sid, subject).await {
             return Err(error(StatusCode::NOT_FOUND, "Session not found"));
         }
         return Area::of(Some(sid), None)

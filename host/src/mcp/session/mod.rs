@@ -1,5 +1,14 @@
 //! MCP sessions: issued on `initialize`, ended by `DELETE /mcp`, by
 //! idleness (`session_timeout`), or evicted when `max_sessions` are live.
+//!
+//! With `[cluster]` the session is also kept in the replicas' shared Redis
+//! (`crate::cluster::sessions`), which is then the authority: each request
+//! reads it there (one round trip that also pushes its TTL back), so a
+//! session opened on one replica is found on any other, and one deleted or
+//! expired anywhere is gone everywhere. The in-process map then holds each
+//! replica's copy, refreshed by every such read: what is only per process
+//! (running calls to cancel, the GET stream, pins) lives there. While Redis
+//! is unreachable the replica serves from its copies alone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +20,9 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, UnitWeighter};
 use serde::Serialize;
 use serde_json::Value;
 
+mod shared;
+
+use crate::cluster::Cluster;
 use crate::pipeline::{Askable, CancelToken, LogLevel};
 
 /// The longest pause between two sweeps for idle sessions.
@@ -65,9 +77,13 @@ impl ClientAsks {
 
 impl Session {
     fn new(asks: ClientAsks, owner: Option<String>) -> Session {
+        Session::with_id(uuid::Uuid::new_v4().simple().to_string(), asks, owner)
+    }
+
+    fn with_id(id: String, asks: ClientAsks, owner: Option<String>) -> Session {
         Session {
             owner,
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id,
             log_level: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
             last_seen: Mutex::new(Instant::now()),
@@ -204,8 +220,11 @@ impl Drop for InFlight {
 /// created go first, oldest first, so a flood of `initialize` mostly
 /// evicts its own sessions rather than those clients keep using. A
 /// background task forgets idle sessions.
+#[derive(Clone)]
 pub struct Sessions {
     inner: Arc<Inner>,
+    /// The replicas' shared Redis (`[cluster]`); `None`: in-process only.
+    shared: Option<Arc<Cluster>>,
 }
 
 struct Inner {
@@ -280,7 +299,10 @@ impl Sessions {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep(Arc::downgrade(&inner)));
         }
-        Sessions { inner }
+        Sessions {
+            inner,
+            shared: None,
+        }
     }
 
     /// Starts a session for the token subject `owner` (evicting one when
@@ -298,8 +320,10 @@ impl Sessions {
         if session.owner.as_deref() != owner {
             return None;
         }
-        // Past its time but not swept yet: gone all the same.
-        if session.idle_for() >= self.inner.ttl {
+        // Past its time but not swept yet: gone all the same. (With
+        // `[cluster]`, Redis decides; this copy may have been idle here
+        // while another replica served it.)
+        if self.shared.is_none() && session.idle_for() >= self.inner.ttl {
             self.inner.expire(id);
             return None;
         }
