@@ -46,19 +46,9 @@ def test_python_sdk_lists_calls_and_sees_tool_errors(server):
 CONFORMANCE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
 REVISIONS = {"2025-11-25": 30, "2026-07-28": 37}  # revision: how many server scenarios it scores
 
-# Scored 2026-07-28 scenarios Hangar does not pass yet, and why (issue 20 stays open for
-# them). Strict: one that starts passing fails here, so this list cannot go stale.
-KNOWN_GAPS = {
-    ("2026-07-28", "input-required-result-basic-list-roots"): "guests cannot ask for roots yet",
-    ("2026-07-28", "input-required-result-multiple-input-requests"): "needs a roots/list question",
-    # The scenario expects the question keys it names ("user_name"); Hangar numbers a guest's
-    # questions (elicitation-1) because the WIT has no way yet for a guest to name one.
-    ("2026-07-28", "input-required-result-basic-elicitation"): "question keys named by the guest",
-    ("2026-07-28", "input-required-result-ignore-extra-params"): "question keys named by the guest",
-    # Two warning checks: the diagnostic tools test_trigger_tool_change/_prompt_change need a
-    # guest that can change its own tool list at run time.
-    ("2026-07-28", "server-stateless"): "no guest can change its own tool list yet",
-}
+# Scored scenarios Hangar does not pass yet, and why: (revision, scenario) → reason. Strict:
+# one that starts passing fails here, so this list cannot go stale. Empty: all pass.
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def scored_server_scenarios(revision: str) -> list[str]:

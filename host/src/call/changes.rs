@@ -2,9 +2,13 @@
 //! clients: resources guests announced (`client.resource-updated` →
 //! `notifications/resources/updated`, to subscribed sessions) and the lists
 //! a reload changed (`notifications/{tools,prompts,resources}/list_changed`,
-//! to every session with an open stream).
+//! to every session with an open stream). Also counts the lists guests said
+//! changed (`client.announce-list-changed`): the reloader watches the count
+//! and lists the guests again.
 
-use tokio::sync::broadcast;
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, watch};
 
 /// Changes waiting for a slow subscriber before the oldest are skipped.
 const BACKLOG: usize = 1024;
@@ -41,12 +45,15 @@ impl List {
 #[derive(Debug, Clone)]
 pub struct ResourceChanges {
     tx: broadcast::Sender<Change>,
+    /// How many list changes guests announced.
+    relist: Arc<watch::Sender<u64>>,
 }
 
 impl Default for ResourceChanges {
     fn default() -> Self {
         ResourceChanges {
             tx: broadcast::channel(BACKLOG).0,
+            relist: Arc::new(watch::channel(0).0),
         }
     }
 }
@@ -64,5 +71,17 @@ impl ResourceChanges {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.tx.subscribe()
+    }
+
+    /// A guest says one of its lists changed: counted for the reloader,
+    /// which lists the guests again and tells clients of every list that
+    /// differs (so which list the guest named is not kept).
+    pub fn relist(&self) {
+        self.relist.send_modify(|n| *n += 1);
+    }
+
+    /// The count of announced list changes, to watch.
+    pub fn relists(&self) -> watch::Receiver<u64> {
+        self.relist.subscribe()
     }
 }

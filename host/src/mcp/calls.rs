@@ -103,6 +103,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         _ if rounds.is_some() => Askable::Yes {
             elicitation: true,
             sampling: true,
+            roots: true,
         },
         (_, false) => Askable::No("the request did not accept an SSE stream (text/event-stream)"),
         (None, true) => {

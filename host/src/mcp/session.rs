@@ -47,6 +47,7 @@ pub struct Session {
 pub struct ClientAsks {
     pub elicitation: bool,
     pub sampling: bool,
+    pub roots: bool,
 }
 
 impl ClientAsks {
@@ -59,6 +60,7 @@ impl ClientAsks {
         ClientAsks {
             elicitation: has("elicitation"),
             sampling: has("sampling"),
+            roots: has("roots"),
         }
     }
 }
@@ -84,6 +86,7 @@ impl Session {
         Askable::Yes {
             elicitation: self.asks.elicitation,
             sampling: self.asks.sampling,
+            roots: self.asks.roots,
         }
     }
 

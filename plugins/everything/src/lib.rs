@@ -3,6 +3,7 @@
 //! Also a tour of every content type, and of asking the client
 //! (elicitation, sampling) in the middle of a call.
 
+mod lists;
 mod rounds;
 
 use std::time::Duration;
@@ -177,6 +178,7 @@ impl Tool for Everything {
             .collect();
         tools.extend(asking_tools());
         tools.extend(rounds::tools());
+        tools.extend(lists::tools());
         tools
     }
 
@@ -186,7 +188,7 @@ impl Tool for Everything {
         arguments: String,
     ) -> Result<CallResult, ToolError> {
         let pause = || std::thread::sleep(Duration::from_millis(50));
-        if let Some(result) = rounds::call(&name) {
+        if let Some(result) = rounds::call(&name).or_else(|| lists::call(&name)) {
             return result;
         }
         Ok(match name.as_str() {
@@ -358,7 +360,7 @@ impl Resources for Everything {
 
 impl Prompts for Everything {
     fn list_prompts() -> Vec<PromptDefinition> {
-        vec![
+        let mut prompts = vec![
             PromptDefinition::new("test_simple_prompt", "A prompt without arguments"),
             PromptDefinition::new("test_prompt_with_arguments", "A prompt with two arguments")
                 .argument("arg1", "First test argument", true)
@@ -373,7 +375,9 @@ impl Prompts for Everything {
                 "test_input_required_result_prompt",
                 "Asks the user what context the prompt should use",
             ),
-        ]
+        ];
+        prompts.extend(lists::prompts());
+        prompts
     }
 
     fn get_prompt(
@@ -413,6 +417,7 @@ impl Prompts for Everything {
                     .map_err(|e| PromptError::Failed(client_error(e).message))?;
                 vec![user(format!("Use this context: {context}"))]
             }
+            "test_changed_prompt" => vec![user("This prompt comes and goes.".into())],
             other => return Err(PromptError::InvalidArguments(format!("no prompt {other}"))),
         };
         Ok(PromptResult::new(messages))
