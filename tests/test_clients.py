@@ -130,10 +130,11 @@ SDK2_PYTHON = HERE / ".venv-mcp2" / "bin" / "python"
     ("auto", "2026-07-28"),
     ("2026-07-28", "2026-07-28"),
 ])
-def test_python_sdk_2_reads_resources_and_prompts_and_answers_an_elicitation(server, mode, protocol):
+def test_python_sdk_2_calls_tools_reads_resources_and_answers_an_elicitation(server, mode, protocol):
     """The official Python SDK 2.x, from its own virtualenv (scripts/test makes it): with the
     2025 handshake, in auto mode (it discovers 2026-07-28), and pinned to 2026-07-28, where
-    the elicitation is an input-required round."""
+    the elicitation is an input-required round. It lists and calls tools, reads resources,
+    gets prompts and completions, and answers the elicitation."""
     assert SDK2_PYTHON.exists(), "scripts/test installs mcp 2.x into tests/.venv-mcp2"
     version = subprocess.run([str(SDK2_PYTHON), "-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))"],
                              capture_output=True, text=True, timeout=60)
@@ -143,6 +144,8 @@ def test_python_sdk_2_reads_resources_and_prompts_and_answers_an_elicitation(ser
     assert out.returncode == 0, out.stderr[-4000:]
     seen = json.loads(out.stdout)
     assert seen["protocol"] == protocol
+    assert {"echo", "test_elicitation"} <= set(seen["tools"])
+    assert seen["echo"] == ["sdk2 sdk2", False]
     assert "test://static-text" in seen["resources"]
     assert seen["templates"] == ["test://template/{id}/data"]
     assert seen["text"] == "This is the content of the static text resource."
