@@ -16,7 +16,10 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module")
 def server(start_server):
-    return start_server(plugins=("echo", "everything"))
+    # A cache of its own: the kv store lives there, and the diagnostic tools
+    # test_trigger_tool_change / test_trigger_prompt_change flip the everything
+    # plugin's lists in it, which servers sharing the cache would see.
+    return start_server(plugins=("echo", "everything"), cache=False)
 
 
 def test_python_sdk_lists_calls_and_sees_tool_errors(server):

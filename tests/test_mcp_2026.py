@@ -45,7 +45,10 @@ def modern(server, method, params=None, headers=None, id=1, caps=None, raw=False
 
 @pytest.fixture(scope="module")
 def server(start_server):
-    return start_server(plugins=("echo", "everything"))
+    # A cache of its own: the kv store lives there, and the diagnostic tools
+    # test_trigger_tool_change / test_trigger_prompt_change flip the everything
+    # plugin's lists in it, which servers sharing the cache would see.
+    return start_server(plugins=("echo", "everything"), cache=False)
 
 
 def test_discover_names_both_revisions_and_the_server(server):

@@ -87,6 +87,8 @@ pub struct Catalog {
     /// entries of tools an upstream adds later are wired with.
     plugins: Arc<Plugins>,
     server_limiter: Option<Arc<Limiter>>,
+    /// The tools that run as tasks (`[[tools]] task`), by name.
+    tasks: Arc<HashMap<String, crate::config::TaskSupport>>,
 }
 
 /// A catalog and the problems met while building it.
@@ -107,7 +109,14 @@ impl Catalog {
         discovery: Discovery,
         upstream_tls: &rustls::ClientConfig,
     ) -> anyhow::Result<Built> {
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog {
+            tasks: Arc::new(
+                (config.tools.iter())
+                    .filter_map(|t| Some((t.name.clone(), t.task?)))
+                    .collect(),
+            ),
+            ..Catalog::default()
+        };
         let mut offered = Offered::default();
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
@@ -333,6 +342,11 @@ impl Catalog {
     }
 
     /// The tool called `name`, or the resolution error.
+    /// Whether calls of the tool `name` become tasks (`[[tools]] task`).
+    pub fn task_support(&self, name: &str) -> Option<crate::config::TaskSupport> {
+        self.tasks.get(name).copied()
+    }
+
     pub fn resolve(&self, name: &str) -> Result<Arc<CatalogTool>, CallError> {
         self.by_name
             .get(name)

@@ -80,6 +80,7 @@ impl Catalog {
             pinning: self.pinning,
             plugins: self.plugins.clone(),
             server_limiter: self.server_limiter.clone(),
+            tasks: self.tasks.clone(),
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {

@@ -54,6 +54,8 @@ pub struct McpState {
     closing: tokio::sync::watch::Sender<bool>,
     /// Seals the `requestState` of input-required rounds.
     state_key: Arc<modern::StateKey>,
+    /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
+    tasks: Arc<modern::Tasks>,
 }
 
 impl McpState {
@@ -84,7 +86,14 @@ impl McpState {
             asks: Asks::default(),
             closing: tokio::sync::watch::Sender::new(false),
             state_key: Arc::new(modern::StateKey::new(state_key)),
+            tasks: Arc::new(modern::Tasks::new(None)),
         }
+    }
+
+    /// Keeps tasks in `store` (the kv store); without one no call becomes a task.
+    pub fn with_tasks(mut self, store: Option<Arc<crate::wasm::kv::KvStore>>) -> McpState {
+        self.tasks = Arc::new(modern::Tasks::new(store));
+        self
     }
 
     /// Ends the sessions' GET streams (at shutdown).

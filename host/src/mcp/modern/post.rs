@@ -61,6 +61,9 @@ pub(in crate::mcp) async fn post(
         "prompts/list" => offers::prompts_list(st, &request).await,
         "prompts/get" => offers::prompts_get(st, &request).await,
         "completion/complete" => offers::complete(st, &request).await,
+        "tasks/get" | "tasks/cancel" | "tasks/update" => {
+            super::tasks::handle(st, &request, &method).await
+        }
         "subscriptions/listen" => match super::Filter::parse(&request.params) {
             Ok(filter) => super::listen(
                 request.id,
@@ -89,6 +92,9 @@ fn discover(st: &McpState, req: &Request<'_>) -> Response {
     // Logging is opted into per request in this revision.
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
+        if st.tasks.available() {
+            caps.insert("extensions".into(), json!({ super::tasks::EXTENSION: {} }));
+        }
     }
     req.reply(&json!({
         "supportedVersions": super::all_versions(),
