@@ -3,12 +3,15 @@
 extension; tasks/get, tasks/cancel, tasks/update; the required-task error; task records
 in the kv store, so a restarted server still answers tasks/get."""
 
+import json
 import re
+import threading
 
+import httpx
 import pytest
 
 from conftest import wait_for
-from test_mcp_2026 import modern
+from test_mcp_2026 import headers_for, meta, modern
 
 EXT = "io.modelcontextprotocol/tasks"
 WITH_TASKS = {"extensions": {EXT: {}}}
@@ -147,6 +150,39 @@ def test_only_the_credentials_that_created_a_task_see_it(server):
     assert r["error"]["code"] == -32602, r
     r = task_request(server, "tasks/get", task_id)
     assert r["error"]["code"] == -32602, r
+
+
+def listen_for_tasks(server, task_ids, frames, ready):
+    """Reads a subscriptions/listen stream for `task_ids` into `frames` (the ack, then one more)."""
+    params = {"_meta": meta(WITH_TASKS), "notifications": {"taskIds": task_ids}}
+    with httpx.Client(timeout=httpx.Timeout(30, read=60)) as http:
+        with http.stream("POST", server.url + "/mcp", headers=headers_for("subscriptions/listen", params),
+                         json={"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+                               "params": params}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line[6:]))
+                    ready.set()
+                if len(frames) > 1:
+                    return
+
+
+def test_listeners_hear_a_task_end(server):
+    r = modern(server, "subscriptions/listen", {"notifications": {"taskIds": ["t"]}})
+    assert (r["_status"], r["error"]["code"]) == (400, -32021), r
+    task_id = call(server, "spin_wait")["result"]["taskId"]
+    frames, ready = [], threading.Event()
+    t = threading.Thread(target=listen_for_tasks, daemon=True, args=(server, [task_id], frames, ready))
+    t.start()
+    assert ready.wait(30), frames
+    assert frames[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert frames[0]["params"]["notifications"] == {"taskIds": [task_id]}
+    task_request(server, "tasks/cancel", task_id)
+    wait_for(lambda: len(frames) > 1, 30, "notifications/tasks on the listen stream")
+    note = frames[1]
+    assert note["method"] == "notifications/tasks", frames
+    assert note["params"]["taskId"] == task_id and note["params"]["status"] == "cancelled"
+    assert note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 7
 
 
 def test_tasks_survive_a_restart(start_server):

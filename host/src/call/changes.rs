@@ -20,6 +20,14 @@ pub enum Change {
     Updated(String),
     /// A reload changed this list.
     ListChanged(List),
+    /// A task's status changed (2026-07-28 `notifications/tasks`): its id,
+    /// the digest of the credentials that own it, and the task as
+    /// `tasks/get` shows it now.
+    Task {
+        id: String,
+        owner: String,
+        detail: serde_json::Value,
+    },
 }
 
 /// A list a client may hold and re-fetch.
@@ -62,6 +70,15 @@ impl ResourceChanges {
     /// Announces that `uri` changed; nobody listening is fine.
     pub fn updated(&self, uri: &str) {
         let _ = self.tx.send(Change::Updated(uri.to_string()));
+    }
+
+    /// Announces a task's new state; nobody listening is fine.
+    pub fn task(&self, id: &str, owner: &str, detail: serde_json::Value) {
+        let _ = self.tx.send(Change::Task {
+            id: id.to_string(),
+            owner: owner.to_string(),
+            detail,
+        });
     }
 
     /// Announces that a reload changed `list`.

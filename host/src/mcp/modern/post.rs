@@ -65,12 +65,22 @@ pub(in crate::mcp) async fn post(
             super::tasks::handle(st, &request, &method).await
         }
         "subscriptions/listen" => match super::Filter::parse(&request.params) {
-            Ok(filter) => super::listen(
-                request.id,
-                filter,
-                st.pipeline.current().changes(),
-                st.closing.subscribe(),
-            ),
+            Ok(filter)
+                if filter.wants_tasks()
+                    && !(request.modern.as_ref())
+                        .is_some_and(|m| m.meta.declares_extension(super::tasks::EXTENSION)) =>
+            {
+                super::tasks::missing_extension(&request, "task notifications need it")
+            }
+            Ok(filter) => {
+                let filter = filter.owned_by(super::tasks::owner(&request));
+                super::listen(
+                    request.id,
+                    filter,
+                    st.pipeline.current().changes(),
+                    st.closing.subscribe(),
+                )
+            }
             Err(e) => request.fail(&e),
         },
         _ => {

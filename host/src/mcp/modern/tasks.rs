@@ -18,6 +18,10 @@
 //! `working` whose process is gone is reported `failed` (its work was lost).
 //! Only the credentials that created a task (`Authorization`, `X-Api-Key`,
 //! the OAuth subject) see it; to anyone else it is unknown (-32602).
+//!
+//! A `subscriptions/listen` naming `taskIds` (which needs the extension
+//! declared) gets `notifications/tasks` with the task as `tasks/get` shows
+//! it when one of them ends (completed, failed, cancelled) in this process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,7 +35,9 @@ use super::super::jsonrpc::{self, RpcError};
 use super::super::{McpState, Request, calls, json_response, reply};
 use super::{MISSING_CAPABILITY, digest, server_info};
 use crate::config::ErrorStyle;
-use crate::pipeline::{CallError, CancelToken, ErrorKind, EventSink, Stage, ToolResult};
+use crate::pipeline::{
+    CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
+};
 use crate::wasm::kv::KvStore;
 
 /// The extension's name, in capabilities.
@@ -168,8 +174,15 @@ impl Tasks {
         Ok(record)
     }
 
-    /// Keeps the outcome of a run, unless the task was cancelled meanwhile.
-    async fn settle(&self, id: &str, outcome: Result<ToolResult, CallError>, errors: ErrorStyle) {
+    /// Keeps the outcome of a run, unless the task was cancelled meanwhile,
+    /// and tells listeners (`notifications/tasks`).
+    async fn settle(
+        &self,
+        id: &str,
+        outcome: Result<ToolResult, CallError>,
+        errors: ErrorStyle,
+        changes: &ResourceChanges,
+    ) {
         self.running.lock().unwrap().remove(id);
         let _writing = self.writing.lock().await;
         let mut record = match self.load(id).await {
@@ -206,9 +219,10 @@ impl Tasks {
             record.error = Some(json!({ "code": e.code, "message": e.message }));
             record.set(Status::Failed, Some(e.message));
             if let Err(e) = self.put(&record).await {
-                tracing::warn!(task = id, "{}", e.message);
+                return tracing::warn!(task = id, "{}", e.message);
             }
         }
+        changes.task(id, &record.owner, record.wire());
     }
 }
 
@@ -220,7 +234,7 @@ fn unavailable() -> RpcError {
 }
 
 /// -32021 (HTTP 400) naming the tasks extension.
-fn missing_extension(req: &Request<'_>, why: &str) -> Response {
+pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
     let error = RpcError {
         code: MISSING_CAPABILITY,
         message: format!("Missing required client capability: extension {EXTENSION} ({why})"),
@@ -233,7 +247,7 @@ fn missing_extension(req: &Request<'_>, why: &str) -> Response {
 }
 
 /// Digest of the credentials a request carries: who owns a task.
-fn owner(req: &Request<'_>) -> String {
+pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
     let credential = |h: &str| {
         req.headers
             .get(h)
@@ -308,7 +322,8 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
     let tool = name.to_string();
     tokio::spawn(async move {
         let outcome = pipeline.call(&tool, args, &mut cx).await;
-        tasks.settle(&id, outcome, errors).await;
+        let changes = pipeline.changes().clone();
+        tasks.settle(&id, outcome, errors, &changes).await;
     });
     let mut created = record.wire();
     created["resultType"] = json!("task");
@@ -350,6 +365,8 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
                     if let Err(e) = st.tasks.put(&now).await {
                         return req.fail(&e);
                     }
+                    let changes = st.pipeline.current().changes().clone();
+                    changes.task(id, &now.owner, now.wire());
                 }
             }
             req.reply(&json!({}))
