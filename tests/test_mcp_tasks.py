@@ -33,6 +33,11 @@ task = "optional"
 name = "spin_wait"
 task = "required"
 limits = { deadline = "60s" }
+
+[[tools]]
+name = "confirm_delete"
+task = "optional"
+limits = { deadline = "60s" }
 """
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
@@ -132,6 +137,37 @@ def test_cancel_stops_a_running_task_and_is_idempotent(server):
     again = task_request(server, "tasks/cancel", task_id)
     assert again["result"]["resultType"] == "complete"
     assert task_request(server, "tasks/get", task_id)["result"]["status"] == "cancelled"
+
+
+def test_a_question_parks_the_task_until_tasks_update_answers_it(server):
+    caps = {"elicitation": {}, **WITH_TASKS}
+    task_id = call(server, "confirm_delete", {"filename": "notes.txt"}, caps=caps)["result"]["taskId"]
+    seen = {}
+
+    def parked():
+        seen["r"] = task_request(server, "tasks/get", task_id, caps=caps)["result"]
+        return seen["r"]["status"] == "input_required"
+
+    wait_for(parked, 30, "the task to wait for input")
+    asked = seen["r"]["inputRequests"]
+    assert list(asked) == ["elicitation-1"], asked
+    assert asked["elicitation-1"]["method"] == "elicitation/create"
+    assert asked["elicitation-1"]["params"]["message"] == "Delete notes.txt?"
+    # An answer under a key nobody asked is ignored; the right one resumes the guest.
+    ack = task_request(server, "tasks/update", task_id, caps=caps, inputResponses={
+        "nobody-asked": {"action": "decline"},
+        "elicitation-1": {"action": "accept", "content": {"confirm": True}}})
+    assert ack["result"]["resultType"] == "complete", ack
+    done = settled(server, task_id)
+    assert done["status"] == "completed" and "inputRequests" not in done
+    assert done["result"]["content"][0]["text"] == "Deleted notes.txt"
+
+
+def test_a_task_cannot_ask_what_its_client_did_not_declare(server):
+    # No elicitation capability: the guest's question fails inside it, and it says so.
+    done = settled(server, call(server, "confirm_delete", {"filename": "x"})["result"]["taskId"])
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    assert "did not declare the elicitation capability" in done["result"]["content"][0]["text"]
 
 
 def test_update_is_acknowledged_and_checked(server):

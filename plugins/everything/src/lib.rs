@@ -3,6 +3,7 @@
 //! Also a tour of every content type, and of asking the client
 //! (elicitation, sampling) in the middle of a call.
 
+mod jobs;
 mod lists;
 mod rounds;
 
@@ -179,6 +180,7 @@ impl Tool for Everything {
         tools.extend(asking_tools());
         tools.extend(rounds::tools());
         tools.extend(lists::tools());
+        tools.extend(jobs::tools());
         tools
     }
 
@@ -188,7 +190,10 @@ impl Tool for Everything {
         arguments: String,
     ) -> Result<CallResult, ToolError> {
         let pause = || std::thread::sleep(Duration::from_millis(50));
-        if let Some(result) = rounds::call(&name).or_else(|| lists::call(&name)) {
+        let handled = (rounds::call(&name))
+            .or_else(|| lists::call(&name))
+            .or_else(|| jobs::call(&name, &arguments));
+        if let Some(result) = handled {
             return result;
         }
         Ok(match name.as_str() {

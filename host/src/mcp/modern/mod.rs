@@ -13,6 +13,7 @@ mod meta;
 mod post;
 mod rounds;
 mod state;
+mod task_input;
 pub(in crate::mcp) mod tasks;
 
 use axum::http::{HeaderMap, StatusCode};

@@ -6,10 +6,10 @@
 //! once with a `CreateTaskResult` (`resultType: "task"`); the call runs on
 //! in the background and its outcome is kept. The client polls `tasks/get`
 //! (the result inlined when `completed`, the JSON-RPC error when `failed`),
-//! may `tasks/cancel` it, and `tasks/update` is acknowledged (Hangar's
-//! tasks never wait for input: a guest's question to the client inside a
-//! task fails in the guest as `unsupported`). A `required` tool called
-//! without the extension gets -32021 naming it.
+//! may `tasks/cancel` it. A guest's question to the client (elicitation,
+//! sampling, roots) parks the task in `input_required` with the question in
+//! `inputRequests` until `tasks/update` answers it (see `task_input`). A
+//! `required` tool called without the extension gets -32021 naming it.
 //!
 //! Task records live in the kv store (`[kv]`: embedded SQLite or Redis), in
 //! the host namespace `hangar/tasks`, with the task's `ttlMs` as their TTL,
@@ -36,7 +36,7 @@ use super::super::{McpState, Request, calls, json_response, reply};
 use super::{MISSING_CAPABILITY, digest, server_info};
 use crate::config::ErrorStyle;
 use crate::pipeline::{
-    CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
+    Askable, CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
 };
 use crate::wasm::kv::KvStore;
 
@@ -51,25 +51,27 @@ const POLL_INTERVAL_MS: u64 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum Status {
+pub(super) enum Status {
     Working,
+    /// A guest's question waits for the client (`inputRequests`, `tasks/update`).
+    InputRequired,
     Completed,
     Failed,
     Cancelled,
 }
 
 impl Status {
-    fn terminal(self) -> bool {
-        self != Status::Working
+    pub(super) fn terminal(self) -> bool {
+        !matches!(self, Status::Working | Status::InputRequired)
     }
 }
 
 /// One task as stored: its wire fields, who owns it and which process runs it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Record {
-    task_id: String,
-    status: Status,
+pub(super) struct Record {
+    pub(super) task_id: String,
+    pub(super) status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     status_message: Option<String>,
     created_at: String,
@@ -80,15 +82,18 @@ struct Record {
     result: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Value>,
+    /// The questions waiting for the client, by key (`input_required`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input_requests: Option<Value>,
     /// Digest of the credentials that created the task.
-    owner: String,
+    pub(super) owner: String,
     /// The process running it (a random id per start).
     boot: String,
 }
 
 impl Record {
     /// The task as `tasks/get` shows it (without owner and process).
-    fn wire(&self) -> Value {
+    pub(super) fn wire(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("records serialize");
         if let Some(obj) = v.as_object_mut() {
             obj.remove("owner");
@@ -97,7 +102,7 @@ impl Record {
         v
     }
 
-    fn set(&mut self, status: Status, message: Option<String>) {
+    pub(super) fn set(&mut self, status: Status, message: Option<String>) {
         self.status = status;
         self.status_message = message;
         self.last_updated_at = now();
@@ -115,7 +120,9 @@ pub struct Tasks {
     running: Mutex<HashMap<String, CancelToken>>,
     /// Read-modify-write of a record is one at a time (a cancel and the
     /// end of the run must not overwrite each other).
-    writing: tokio::sync::Mutex<()>,
+    pub(super) writing: tokio::sync::Mutex<()>,
+    /// Questions of running tasks waiting for `tasks/update`.
+    pub(super) waiting: super::task_input::Waiting,
 }
 
 impl Tasks {
@@ -126,6 +133,7 @@ impl Tasks {
             boot: uuid::Uuid::new_v4().simple().to_string(),
             running: Mutex::new(HashMap::new()),
             writing: tokio::sync::Mutex::new(()),
+            waiting: Default::default(),
         }
     }
 
@@ -134,7 +142,7 @@ impl Tasks {
         self.store.is_some()
     }
 
-    async fn put(&self, record: &Record) -> Result<(), RpcError> {
+    pub(super) async fn put(&self, record: &Record) -> Result<(), RpcError> {
         let store = self.store.as_ref().ok_or_else(unavailable)?;
         let bytes = serde_json::to_vec(record).expect("records serialize");
         store
@@ -143,7 +151,7 @@ impl Tasks {
             .map_err(|e| RpcError::new(-32603, format!("tasks: cannot store the task: {e:?}")))
     }
 
-    async fn load(&self, id: &str) -> Result<Option<Record>, RpcError> {
+    pub(super) async fn load(&self, id: &str) -> Result<Option<Record>, RpcError> {
         let store = self.store.as_ref().ok_or_else(unavailable)?;
         let bytes = store
             .host_get(NAMESPACE, id)
@@ -184,12 +192,14 @@ impl Tasks {
         changes: &ResourceChanges,
     ) {
         self.running.lock().unwrap().remove(id);
+        self.waiting.forget(id);
         let _writing = self.writing.lock().await;
         let mut record = match self.load(id).await {
             Ok(Some(r)) if !r.status.terminal() => r,
             Ok(_) => return,
             Err(e) => return tracing::warn!(task = id, "{}", e.message),
         };
+        record.input_requests = None;
         let complete = |r: &ToolResult| {
             let value = serde_json::to_value(r).expect("results serialize");
             super::complete(value, "tools/call", false)
@@ -302,6 +312,7 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
         poll_interval_ms: POLL_INTERVAL_MS,
         result: None,
         error: None,
+        input_requests: None,
         owner: owner(req),
         boot: st.tasks.boot.clone(),
     };
@@ -310,9 +321,23 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
         return req.fail(&e);
     }
     let mut cx = req.context(st);
-    // Nobody reads a task's events; questions to the client fail in the guest.
-    cx.events = EventSink::default();
     let id = record.task_id.clone();
+    // Questions to the client park the task (`input_required`) until
+    // `tasks/update` answers them; other events have no reader.
+    let (tx, asks) = tokio::sync::mpsc::channel(16);
+    let meta = &req.modern.as_ref().expect("tasks are modern").meta;
+    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
+        elicitation: meta.declares("elicitation"),
+        sampling: meta.declares("sampling"),
+        roots: meta.declares("roots"),
+    });
+    let changes = st.pipeline.current().changes().clone();
+    tokio::spawn(super::task_input::park_questions(
+        st.tasks.clone(),
+        id.clone(),
+        asks,
+        changes,
+    ));
     st.tasks
         .running
         .lock()
@@ -356,11 +381,13 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
                 if let Some(cancel) = st.tasks.running.lock().unwrap().get(id) {
                     cancel.cancel();
                 }
+                st.tasks.waiting.forget(id);
                 let _writing = st.tasks.writing.lock().await;
                 // Read again under the lock: the run may have ended meanwhile.
                 if let Ok(Some(mut now)) = st.tasks.load(id).await
                     && !now.status.terminal()
                 {
+                    now.input_requests = None;
                     now.set(Status::Cancelled, Some("cancelled by the client".into()));
                     if let Err(e) = st.tasks.put(&now).await {
                         return req.fail(&e);
@@ -371,9 +398,16 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
             }
             req.reply(&json!({}))
         }
-        // Hangar's tasks never ask for input: answers are acknowledged and ignored.
+        // Answers to waiting questions resume the guest; others are ignored.
         _ => match req.params.get("inputResponses") {
-            None | Some(Value::Object(_)) => req.reply(&json!({})),
+            None => req.reply(&json!({})),
+            Some(Value::Object(answers)) => {
+                let changes = st.pipeline.current().changes().clone();
+                match super::task_input::answer(&st.tasks, id, answers, &changes).await {
+                    Ok(()) => req.reply(&json!({})),
+                    Err(e) => req.fail(&e),
+                }
+            }
             Some(_) => req.fail(&RpcError::invalid_params(
                 "inputResponses must be an object",
             )),
@@ -397,6 +431,7 @@ mod tests {
             poll_interval_ms: POLL_INTERVAL_MS,
             result: None,
             error: None,
+            input_requests: None,
             owner: "o".into(),
             boot: "b".into(),
         };
