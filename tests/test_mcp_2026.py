@@ -45,7 +45,10 @@ def modern(server, method, params=None, headers=None, id=1, caps=None, raw=False
 
 @pytest.fixture(scope="module")
 def server(start_server):
-    return start_server(plugins=("echo", "everything"))
+    # A cache of its own: the kv store lives there, and the diagnostic tools
+    # test_trigger_tool_change / test_trigger_prompt_change flip the everything
+    # plugin's lists in it, which servers sharing the cache would see.
+    return start_server(plugins=("echo", "everything"), cache=False)
 
 
 def test_discover_names_both_revisions_and_the_server(server):
@@ -225,3 +228,65 @@ def test_clients_of_2025_are_served_as_before(server):
     # A 2025 request with no session and no version header is still the 2025 revision.
     bare = Mcp(server.url).request("tools/list")
     assert "tools" in bare["result"] and "resultType" not in bare["result"]
+
+
+def test_a_guest_names_its_questions_and_asks_for_the_clients_roots(server):
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    call = {"name": "test_input_required_result_multiple_inputs", "arguments": {}}
+    first = modern(server, "tools/call", call, caps=caps)
+    asked = first["result"]["inputRequests"]
+    assert first["result"]["resultType"] == "input_required", first
+    # The keys are the guest's own names (client.elicit-as and friends), not numbers.
+    assert {k: v["method"] for k, v in asked.items()} == {
+        "user_name": "elicitation/create", "greeting": "sampling/createMessage", "client_roots": "roots/list"}
+    assert asked["client_roots"]["params"] == {}
+    answers = {
+        "user_name": {"action": "accept", "content": {"name": "Alice"}},
+        "greeting": {"role": "assistant", "content": {"type": "text", "text": "Hello there!"},
+                     "model": "m", "stopReason": "endTurn"},
+        "client_roots": {"roots": [{"uri": "file:///test/root", "name": "Test Root"}, {"uri": "file:///b"}]},
+    }
+    done = modern(server, "tools/call", {**call, "inputResponses": answers,
+                                         "requestState": first["result"]["requestState"]}, caps=caps)
+    assert done["result"]["resultType"] == "complete", done
+    assert done["result"]["content"][0]["text"] == \
+        "Hello there!, Alice (roots: Test Root (file:///test/root), file:///b)"
+    # A client that cannot list its roots is told which capability the tool needs.
+    r = modern(server, "tools/call", {"name": "test_input_required_result_list_roots", "arguments": {}},
+               caps={"elicitation": {}})
+    assert (r["_status"], r["error"]["code"]) == (400, -32021), r
+    assert r["error"]["data"]["requiredCapabilities"] == {"roots": {}}
+
+
+def tool_names(server):
+    names, cursor = [], None
+    while True:
+        r = modern(server, "tools/list", {"cursor": cursor} if cursor else {})
+        names += [t["name"] for t in r["result"]["tools"]]
+        cursor = r["result"].get("nextCursor")
+        if not cursor:
+            return names
+
+
+def test_a_guest_that_changes_its_tool_list_is_listed_again_and_listeners_hear_it(server):
+    assert "test_changed_tool" not in tool_names(server)
+    frames, ready = [], threading.Event()
+    t = threading.Thread(target=listen, daemon=True, args=(server, {"toolsListChanged": True}, frames, ready))
+    t.start()
+    assert ready.wait(30), frames
+    r = modern(server, "tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
+    assert r["result"]["content"][0]["text"] == "test_changed_tool listed", r
+    wait_for(lambda: len(frames) > 2, 30, "tools/list_changed on the listen stream")
+    assert frames[2]["method"] == "notifications/tools/list_changed", frames
+    # The catalog is swapped before clients hear of it: the new tool is listed and callable.
+    assert "test_changed_tool" in tool_names(server)
+    r = modern(server, "tools/call", {"name": "test_changed_tool", "arguments": {}})
+    assert r["result"]["content"][0]["text"] == "changed tool called", r
+    # A 2025 session sees the same list.
+    old = Mcp(server.url)
+    old.initialize()
+    assert "test_changed_tool" in [t["name"] for t in old.request("tools/list")["result"]["tools"]]
+    # Flipped back: gone again.
+    r = modern(server, "tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
+    assert r["result"]["content"][0]["text"] == "test_changed_tool removed", r
+    wait_for(lambda: "test_changed_tool" not in tool_names(server), 30, "the tool to be removed")

@@ -1,5 +1,5 @@
 """Resources, prompts, completion, subscriptions and questions to the client
-(elicitation, sampling) over raw MCP, against the `everything` component."""
+(elicitation, sampling, roots) over raw MCP, against the `everything` component."""
 
 import json
 import queue
@@ -309,6 +309,23 @@ def test_a_tool_samples_the_clients_llm(server):
     assert asked["params"] == {"messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
                                "maxTokens": 100}
     assert text_of(final) == "LLM response: hi!"
+
+
+def test_a_tool_asks_for_the_clients_roots(server):
+    c = session(server, {"roots": {"listChanged": True}})
+    asked, final = ask_and_answer(
+        server, c, "test_input_required_result_list_roots", {},
+        lambda req: {"jsonrpc": "2.0", "id": req["id"], "result": {
+            "roots": [{"uri": "file:///work/repo", "name": "repo"}, {"uri": "file:///tmp"}]}})
+    assert asked["method"] == "roots/list" and asked["params"] == {}
+    assert text_of(final) == "Client roots: repo (file:///work/repo), file:///tmp"
+    # A root without a uri is an answer the guest is told it cannot read.
+    _, final = ask_and_answer(server, c, "test_input_required_result_list_roots", {},
+                              lambda req: {"jsonrpc": "2.0", "id": req["id"], "result": {"roots": [{"name": "x"}]}})
+    assert final["result"]["isError"] is True and "no uri" in text_of(final)
+    # A client that did not declare roots is not asked.
+    r = session(server, {"elicitation": {}}).call("test_input_required_result_list_roots", {})
+    assert "did not declare the roots capability" in r["result"]["content"][0]["text"]
 
 
 def test_clients_that_cannot_be_asked_get_a_clear_error_inside_the_guest(server):

@@ -93,6 +93,11 @@ impl Loader {
         &self.changes
     }
 
+    /// The kv store (`[kv]`), when it opened.
+    pub fn kv(&self) -> Option<Arc<wasm::kv::KvStore>> {
+        self.kv.clone()
+    }
+
     /// Loads every component of the plugins directory and builds the
     /// catalog. Compiling blocks (unchanged components come from the
     /// compiled cache in milliseconds), so off start-up call it from a

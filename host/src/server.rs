@@ -44,17 +44,20 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         allowed_hosts: server.allowed_hosts.clone(),
         allowed_origins: server.allowed_origins.clone(),
     });
-    let mcp_state = Arc::new(McpState::new(
-        hangar.pipeline.clone(),
-        (*policy).clone(),
-        server.page_size.max(1),
-        server.errors,
-        server.trace_ids,
-        server.max_sessions.max(1),
-        server.session_timeout,
-        server.request_state_key.as_deref(),
-        hangar.loader.cluster().cloned(),
-    ));
+    let mcp_state = Arc::new(
+        McpState::new(
+            hangar.pipeline.clone(),
+            (*policy).clone(),
+            server.page_size.max(1),
+            server.errors,
+            server.trace_ids,
+            server.max_sessions.max(1),
+            server.session_timeout,
+            server.request_state_key.as_deref(),
+            hangar.loader.cluster().cloned(),
+        )
+        .with_tasks(hangar.loader.kv()),
+    );
     let rest = rest::router(rest::Rest {
         pipeline: hangar.pipeline.clone(),
         allow_execute: server.allow_execute,

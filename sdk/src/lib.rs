@@ -55,8 +55,12 @@ pub mod kv {
 }
 
 /// Asks the MCP client in the middle of a call: [`client::elicit`] (user
-/// input), [`client::sample`] (an LLM completion), and
-/// [`client::resource_updated`] (tells subscribed clients a resource changed).
+/// input), [`client::sample`] (an LLM completion), [`client::list_roots`]
+/// (the client's roots), and their `_as` forms that name the question
+/// (the key a 2026-07-28 client sees in `inputRequests`);
+/// [`client::resource_updated`] (tells subscribed clients a resource
+/// changed) and [`client::announce_list_changed`] (the host lists this
+/// component's tools, prompts and resources again and tells clients).
 ///
 /// ```ignore
 /// let answer = hangar_sdk::client::elicit("Your name?", &json!({
@@ -66,8 +70,9 @@ pub mod kv {
 #[cfg(feature = "tool")]
 pub mod client {
     pub use crate::tool::hangar::plugin::client::{
-        ClientError, ElicitAction, ElicitAnswer, SamplingAnswer, SamplingMessage, SamplingRequest,
-        elicit, resource_updated, sample,
+        ClientError, ElicitAction, ElicitAnswer, OfferedList, Root, SamplingAnswer,
+        SamplingMessage, SamplingRequest, announce_list_changed, elicit, elicit_as, list_roots,
+        list_roots_as, resource_updated, sample, sample_as,
     };
     pub use crate::tool::hangar::plugin::types::Role;
 }

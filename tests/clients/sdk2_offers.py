@@ -18,6 +18,9 @@ async def main(url: str, mode: str) -> None:
     seen = {}
     async with Client(url, elicitation_callback=elicit, mode=mode) as c:
         seen["protocol"] = c.protocol_version
+        seen["tools"] = [t.name for t in (await c.list_tools()).tools]
+        echo = await c.call_tool("echo", {"text": "sdk2", "times": 2})
+        seen["echo"] = [echo.content[0].text, echo.is_error]
         seen["resources"] = [r.uri for r in (await c.list_resources()).resources]
         seen["templates"] = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
         text = await c.read_resource("test://static-text")

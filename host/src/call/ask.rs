@@ -1,5 +1,6 @@
 //! Questions a running call puts to its MCP client: user input
-//! (`elicitation/create`) and LLM completions (`sampling/createMessage`).
+//! (`elicitation/create`), LLM completions (`sampling/createMessage`) and
+//! the client's roots (`roots/list`).
 //! A guest asks through its call's [`EventSink`](super::EventSink); the
 //! surface that carries the call's stream sends the question and routes the
 //! client's answer back. Nothing here knows how (SSE request today; an
@@ -14,7 +15,11 @@ use tokio::sync::oneshot;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Askable {
     /// The client declared these capabilities and reads the call's stream.
-    Yes { elicitation: bool, sampling: bool },
+    Yes {
+        elicitation: bool,
+        sampling: bool,
+        roots: bool,
+    },
     /// Why no question can reach the client on this call.
     No(&'static str),
 }
@@ -30,6 +35,7 @@ impl Default for Askable {
 pub enum AskKind {
     Elicit,
     Sample,
+    Roots,
 }
 
 impl AskKind {
@@ -38,13 +44,16 @@ impl AskKind {
         match self {
             AskKind::Elicit => "elicitation/create",
             AskKind::Sample => "sampling/createMessage",
+            AskKind::Roots => "roots/list",
         }
     }
 
-    fn capability(self) -> &'static str {
+    /// The client capability that says it answers this kind.
+    pub fn capability(self) -> &'static str {
         match self {
             AskKind::Elicit => "elicitation",
             AskKind::Sample => "sampling",
+            AskKind::Roots => "roots",
         }
     }
 }
@@ -53,6 +62,9 @@ impl AskKind {
 #[derive(Debug)]
 pub struct Ask {
     pub kind: AskKind,
+    /// The name the guest gave the question, if any (a checked
+    /// [`question_key`]); protocol 2026-07-28 uses it as the question's key.
+    pub key: Option<String>,
     /// The request's `params`.
     pub params: Value,
     pub answer: oneshot::Sender<Result<Value, AskError>>,
@@ -77,10 +89,12 @@ impl Askable {
             Askable::Yes {
                 elicitation,
                 sampling,
+                roots,
             } => {
                 let declared = match kind {
                     AskKind::Elicit => elicitation,
                     AskKind::Sample => sampling,
+                    AskKind::Roots => roots,
                 };
                 if declared {
                     Ok(())
@@ -92,6 +106,22 @@ impl Askable {
                 }
             }
         }
+    }
+}
+
+/// Checks a question key a guest chose: 1 to 64 characters of
+/// `A-Z a-z 0-9 _ - .`.
+pub fn question_key(key: &str) -> Result<(), AskError> {
+    let fits = (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if fits {
+        Ok(())
+    } else {
+        Err(AskError::Failed(format!(
+            "question key {key:?} must be 1 to 64 characters of A-Z a-z 0-9 _ - ."
+        )))
     }
 }
 
@@ -111,14 +141,27 @@ mod tests {
         let caps = Askable::Yes {
             elicitation: true,
             sampling: false,
+            roots: false,
         };
         assert_eq!(caps.check(AskKind::Elicit), Ok(()));
         assert!(
             matches!(caps.check(AskKind::Sample), Err(AskError::Unsupported(m)) if m.contains("sampling"))
         );
+        assert!(
+            matches!(caps.check(AskKind::Roots), Err(AskError::Unsupported(m)) if m.contains("roots"))
+        );
         assert!(matches!(
             Askable::default().check(AskKind::Elicit),
             Err(AskError::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn question_keys_are_checked() {
+        assert!(question_key("user_name").is_ok());
+        assert!(question_key("a.b-c_1").is_ok());
+        assert!(question_key("").is_err());
+        assert!(question_key("has space").is_err());
+        assert!(question_key(&"k".repeat(65)).is_err());
     }
 }

@@ -2,11 +2,13 @@
 //! clients: resources guests announced (`client.resource-updated` →
 //! `notifications/resources/updated`, to subscribed sessions) and the lists
 //! a reload changed (`notifications/{tools,prompts,resources}/list_changed`,
-//! to every session with an open stream).
+//! to every session with an open stream). Also counts the lists guests said
+//! changed (`client.announce-list-changed`): the reloader watches the count
+//! and lists the guests again.
 
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Changes waiting for a slow subscriber before the oldest are skipped.
 const BACKLOG: usize = 1024;
@@ -18,6 +20,14 @@ pub enum Change {
     Updated(String),
     /// A reload changed this list.
     ListChanged(List),
+    /// A task's status changed (2026-07-28 `notifications/tasks`): its id,
+    /// the digest of the credentials that own it, and the task as
+    /// `tasks/get` shows it now.
+    Task {
+        id: String,
+        owner: String,
+        detail: serde_json::Value,
+    },
 }
 
 /// A list a client may hold and re-fetch.
@@ -48,12 +58,15 @@ pub type Forward = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct ResourceChanges {
     tx: broadcast::Sender<Change>,
     forward: Arc<OnceLock<Forward>>,
+    /// How many list changes guests announced.
+    relist: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for ResourceChanges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResourceChanges")
             .field("forwarded", &self.forward.get().is_some())
+            .field("relists", &*self.relist.borrow())
             .finish()
     }
 }
@@ -63,6 +76,7 @@ impl Default for ResourceChanges {
         ResourceChanges {
             tx: broadcast::channel(BACKLOG).0,
             forward: Arc::default(),
+            relist: Arc::new(watch::channel(0).0),
         }
     }
 }
@@ -88,6 +102,15 @@ impl ResourceChanges {
         let _ = self.forward.set(forward);
     }
 
+    /// Announces a task's new state; nobody listening is fine.
+    pub fn task(&self, id: &str, owner: &str, detail: serde_json::Value) {
+        let _ = self.tx.send(Change::Task {
+            id: id.to_string(),
+            owner: owner.to_string(),
+            detail,
+        });
+    }
+
     /// Announces that a reload changed `list`.
     pub fn list_changed(&self, list: List) {
         let _ = self.tx.send(Change::ListChanged(list));
@@ -95,5 +118,17 @@ impl ResourceChanges {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.tx.subscribe()
+    }
+
+    /// A guest says one of its lists changed: counted for the reloader,
+    /// which lists the guests again and tells clients of every list that
+    /// differs (so which list the guest named is not kept).
+    pub fn relist(&self) {
+        self.relist.send_modify(|n| *n += 1);
+    }
+
+    /// The count of announced list changes, to watch.
+    pub fn relists(&self) -> watch::Receiver<u64> {
+        self.relist.subscribe()
     }
 }

@@ -130,10 +130,12 @@ impl EventSink {
         self.askable
     }
 
-    /// Puts a question to the client and waits for its answer until `until`.
+    /// Puts a question (named `key` by the guest, or not) to the client and
+    /// waits for its answer until `until`.
     pub async fn ask(
         &self,
         kind: AskKind,
+        key: Option<String>,
         params: serde_json::Value,
         until: std::time::Instant,
     ) -> Result<serde_json::Value, AskError> {
@@ -145,6 +147,7 @@ impl EventSink {
         let ask = async {
             tx.send(CallEvent::Ask(Ask {
                 kind,
+                key,
                 params,
                 answer,
             }))

@@ -15,7 +15,7 @@ pub mod pins;
 mod result;
 mod tool;
 
-pub use ask::{Ask, AskError, AskKind, Askable, ask_until};
+pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
 pub use changes::{Change, Forward, List, ResourceChanges};
 pub use context::{
     CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,

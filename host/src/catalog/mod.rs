@@ -89,6 +89,8 @@ pub struct Catalog {
     server_limiter: Option<Arc<Limiter>>,
     /// The replicas' shared Redis (`[cluster]`): rate limits count there.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The tools that run as tasks (`[[tools]] task`), by name.
+    tasks: Arc<HashMap<String, crate::config::TaskSupport>>,
 }
 
 /// A catalog and the problems met while building it.
@@ -112,6 +114,11 @@ impl Catalog {
     ) -> anyhow::Result<Built> {
         let mut catalog = Catalog {
             cluster: cluster.clone(),
+            tasks: Arc::new(
+                (config.tools.iter())
+                    .filter_map(|t| Some((t.name.clone(), t.task?)))
+                    .collect(),
+            ),
             ..Catalog::default()
         };
         let cluster = cluster.as_ref();
@@ -343,6 +350,11 @@ impl Catalog {
     }
 
     /// The tool called `name`, or the resolution error.
+    /// Whether calls of the tool `name` become tasks (`[[tools]] task`).
+    pub fn task_support(&self, name: &str) -> Option<crate::config::TaskSupport> {
+        self.tasks.get(name).copied()
+    }
+
     pub fn resolve(&self, name: &str) -> Result<Arc<CatalogTool>, CallError> {
         self.by_name
             .get(name)

@@ -81,6 +81,7 @@ impl Catalog {
             plugins: self.plugins.clone(),
             server_limiter: self.server_limiter.clone(),
             cluster: self.cluster.clone(),
+            tasks: self.tasks.clone(),
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {

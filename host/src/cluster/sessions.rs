@@ -4,7 +4,7 @@
 //!
 //! Fields: `version` (the negotiated protocol version; a hash without it is
 //! no session), `owner` (the bearer token's subject, absent without one),
-//! `elicitation` and `sampling` (`1` when the client declared them),
+//! `elicitation`, `sampling` and `roots` (`1` when the client declared them),
 //! `level` (the log level it asked for) and one `sub:<uri>` per resource
 //! subscription. Reading a session is one round trip (`HGETALL` and
 //! `PEXPIRE`, pipelined).
@@ -21,6 +21,7 @@ pub struct SessionRecord {
     pub owner: Option<String>,
     pub elicitation: bool,
     pub sampling: bool,
+    pub roots: bool,
     /// The log level's name (`"debug"`, …), when the client set one.
     pub log_level: Option<String>,
     pub subscriptions: BTreeSet<String>,
@@ -35,6 +36,7 @@ impl SessionRecord {
             ("version".to_string(), self.version.clone()),
             ("elicitation".to_string(), flag(self.elicitation)),
             ("sampling".to_string(), flag(self.sampling)),
+            ("roots".to_string(), flag(self.roots)),
         ];
         if let Some(owner) = &self.owner {
             out.push(("owner".into(), owner.clone()));
@@ -56,6 +58,7 @@ impl SessionRecord {
             owner: fields.remove("owner"),
             elicitation: fields.get("elicitation").is_some_and(|v| v == "1"),
             sampling: fields.get("sampling").is_some_and(|v| v == "1"),
+            roots: fields.get("roots").is_some_and(|v| v == "1"),
             log_level: fields.remove("level"),
             subscriptions: fields
                 .keys()
@@ -158,6 +161,7 @@ mod tests {
             owner: Some("alice".into()),
             elicitation: true,
             sampling: false,
+            roots: true,
             log_level: Some("debug".into()),
             subscriptions: ["file:///a".to_string(), "sub:x".to_string()].into(),
         };

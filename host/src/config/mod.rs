@@ -183,6 +183,20 @@ pub struct ToolConfig {
     /// what it leaves there becomes `artifact://` resources.
     #[serde(default)]
     pub produces_artifacts: bool,
+    /// Runs as a task (the MCP 2026-07-28 `io.modelcontextprotocol/tasks`
+    /// extension) for a client that declares the extension: `optional`
+    /// (others get the result as usual) or `required` (others get -32021).
+    pub task: Option<TaskSupport>,
+}
+
+/// Whether a tool's calls become tasks (`[[tools]] task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// A task for a client that declared the extension, a plain call otherwise.
+    Optional,
+    /// Only as a task: a client without the extension is refused.
+    Required,
 }
 
 pub(crate) fn yes() -> bool {

@@ -100,6 +100,7 @@ mod tests {
         let (tx, mut rx) = oneshot::channel();
         let ask = Ask {
             kind: AskKind::Elicit,
+            key: None,
             params: json!({ "message": "hi" }),
             answer: tx,
         };
@@ -119,6 +120,7 @@ mod tests {
         let (tx, _rx) = oneshot::channel();
         let ask = Ask {
             kind: AskKind::Sample,
+            key: None,
             params: json!({}),
             answer: tx,
         };

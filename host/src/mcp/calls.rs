@@ -73,6 +73,9 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     if !(args.is_object() || args.is_null()) {
         return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
+    if let Some(answer) = super::modern::tasks::tools_call(st, &req, &name, &args).await {
+        return answer;
+    }
     let progress_token = req
         .params
         .get("_meta")
@@ -103,6 +106,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         _ if rounds.is_some() => Askable::Yes {
             elicitation: true,
             sampling: true,
+            roots: true,
         },
         (_, false) => Askable::No("the request did not accept an SSE stream (text/event-stream)"),
         (None, true) => {

@@ -63,6 +63,8 @@ pub struct McpState {
     state_key: Arc<modern::StateKey>,
     /// The replicas' shared Redis (`[cluster]`).
     cluster: Option<Arc<Cluster>>,
+    /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
+    tasks: Arc<modern::Tasks>,
 }
 
 impl McpState {
@@ -105,7 +107,14 @@ impl McpState {
             cluster,
             closing: tokio::sync::watch::Sender::new(false),
             state_key: Arc::new(modern::StateKey::new(state_key)),
+            tasks: Arc::new(modern::Tasks::new(None)),
         }
+    }
+
+    /// Keeps tasks in `store` (the kv store); without one no call becomes a task.
+    pub fn with_tasks(mut self, store: Option<Arc<crate::wasm::kv::KvStore>>) -> McpState {
+        self.tasks = Arc::new(modern::Tasks::new(store));
+        self
     }
 
     /// Ends the sessions' GET streams (at shutdown).

@@ -161,6 +161,7 @@ async fn prompt_in_rounds(
     cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
         elicitation: true,
         sampling: true,
+        roots: true,
     });
     let cancel = cx.cancel.clone();
     let _cancel_on_drop = cx.cancel.drop_guard();

@@ -64,6 +64,7 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges, sessions: Sess
                     let body = jsonrpc::notification_body(list.notification(), &json!({}));
                     super::calls::sse_frame(&body)
                 }
+                Ok(Ok(Change::Task { .. })) => continue,
                 // Too slow a reader skips what it missed, and reads on.
                 Ok(Err(RecvError::Lagged(n))) => {
                     tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} changes skipped");

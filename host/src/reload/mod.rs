@@ -71,10 +71,15 @@ impl Reloader {
         self.live.current().catalog().upstream_changes()
     }
 
+    /// The channel counting the list changes guests announced.
+    pub fn guest_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.live.current().changes().relists()
+    }
+
     /// Reloads now. A change of files that leaves them as the catalog in
     /// service was built from does nothing (and is recorded only to clear
-    /// a failure shown before); SIGHUP always rebuilds; an upstream's
-    /// change takes only the upstreams' tools again.
+    /// a failure shown before); SIGHUP and a guest's announcement always
+    /// rebuild; an upstream's change takes only the upstreams' tools again.
     pub async fn reload(&self, trigger: Trigger) -> Outcome {
         let started = Instant::now();
         let mut running = self.running.lock().await;

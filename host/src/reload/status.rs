@@ -18,6 +18,10 @@ pub enum Trigger {
     /// the periodic refresh): only the upstreams' tools are taken again,
     /// and the attempt is not recorded as a reload.
     Upstream,
+    /// A guest said one of its lists changed
+    /// (`client.announce-list-changed`): the catalog is rebuilt as on
+    /// SIGHUP, so the guests are listed again.
+    Guest,
 }
 
 /// How a reload attempt ended.

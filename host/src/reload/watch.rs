@@ -1,6 +1,7 @@
 //! What triggers a reload: changes in the plugins directory or to the
-//! config file (seen with `notify`, debounced), SIGHUP, and an upstream MCP
-//! server's tool list changing (only the upstreams' tools are taken again).
+//! config file (seen with `notify`, debounced), SIGHUP, an upstream MCP
+//! server's tool list changing (only the upstreams' tools are taken again),
+//! and a guest announcing that one of its lists changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +19,10 @@ pub const DEBOUNCE: Duration = Duration::from_millis(250);
 /// How long after an upstream's list changed the catalog is updated, so
 /// that several upstreams refreshed together make one update.
 const UPSTREAM_SETTLE: Duration = Duration::from_millis(50);
+
+/// How long after a guest announced a list change the guests are listed
+/// again, so that a burst of announcements makes one rebuild.
+const GUEST_SETTLE: Duration = Duration::from_millis(50);
 
 /// The running watch: reloads until dropped (it holds the file watcher).
 pub struct Watch {
@@ -112,6 +117,9 @@ async fn run(
     mut hangup: Option<Hangup>,
     _watcher: Option<notify::RecommendedWatcher>,
 ) {
+    // One channel for the server's life (the loader's), unlike the upstreams'.
+    let mut guests = reloader.guest_changes();
+    guests.mark_unchanged();
     loop {
         // The catalog in service now: a reload may have replaced it.
         let (seen, upstreams) = reloader.upstream_changes();
@@ -125,6 +133,11 @@ async fn run(
             () = upstream_changed(upstreams, seen) => {
                 tokio::time::sleep(UPSTREAM_SETTLE).await;
                 Trigger::Upstream
+            }
+            Ok(()) = guests.changed() => {
+                tokio::time::sleep(GUEST_SETTLE).await;
+                guests.mark_unchanged();
+                Trigger::Guest
             }
         };
         reloader.reload(trigger).await;

@@ -19,6 +19,7 @@ impl Upstream {
             let kind = match note.get("method").and_then(Value::as_str) {
                 Some("elicitation/create") => Some(AskKind::Elicit),
                 Some("sampling/createMessage") => Some(AskKind::Sample),
+                Some("roots/list") => Some(AskKind::Roots),
                 _ => None,
             };
             let ping = note.get("method").and_then(Value::as_str) == Some("ping");
@@ -28,11 +29,14 @@ impl Upstream {
             tokio::spawn(async move {
                 let answer = match kind {
                     // The question goes to this call's client; its answer comes back.
-                    Some(kind) => sink.ask(kind, params, until).await.map_err(|e| match e {
-                        AskError::Unsupported(m) => json!({ "code": -32601, "message": m }),
-                        AskError::Failed(m) => json!({ "code": -32603, "message": m }),
-                        AskError::Timeout => json!({ "code": -32001, "message": "timed out" }),
-                    }),
+                    Some(kind) => sink
+                        .ask(kind, None, params, until)
+                        .await
+                        .map_err(|e| match e {
+                            AskError::Unsupported(m) => json!({ "code": -32601, "message": m }),
+                            AskError::Failed(m) => json!({ "code": -32603, "message": m }),
+                            AskError::Timeout => json!({ "code": -32001, "message": "timed out" }),
+                        }),
                     None if ping => Ok(json!({})),
                     None => Err(json!({ "code": -32601, "message": "Method not found" })),
                 };

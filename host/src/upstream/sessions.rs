@@ -212,6 +212,7 @@ pub(super) fn capabilities(cx: &CallContext) -> Value {
         Askable::Yes {
             elicitation,
             sampling,
+            roots,
         } => {
             let mut caps = json!({});
             if elicitation {
@@ -219,6 +220,9 @@ pub(super) fn capabilities(cx: &CallContext) -> Value {
             }
             if sampling {
                 caps["sampling"] = json!({});
+            }
+            if roots {
+                caps["roots"] = json!({});
             }
             caps
         }

@@ -13,6 +13,10 @@ pub mod tool {
             "hangar:plugin/kv": async,
             "hangar:plugin/client.elicit": async,
             "hangar:plugin/client.sample": async,
+            "hangar:plugin/client.list-roots": async,
+            "hangar:plugin/client.elicit-as": async,
+            "hangar:plugin/client.sample-as": async,
+            "hangar:plugin/client.list-roots-as": async,
         },
     });
 }

@@ -1,6 +1,6 @@
 //! The `hangar:plugin/client` import: a guest asks its MCP client for user
-//! input (elicitation) or an LLM completion (sampling) in the middle of a
-//! call, and announces changed resources. Questions travel on the call's
+//! input (elicitation), an LLM completion (sampling) or its roots in the
+//! middle of a call, and announces changed resources and lists. Questions travel on the call's
 //! [`EventSink`](crate::call::EventSink); this module only translates
 //! between the WIT records and MCP's JSON.
 
@@ -9,15 +9,71 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
 use super::bindings::tool::hangar::plugin::client::{
-    self, ClientError, ElicitAction, ElicitAnswer, SamplingAnswer, SamplingRequest,
+    self, ClientError, ElicitAction, ElicitAnswer, OfferedList, Root, SamplingAnswer,
+    SamplingRequest,
 };
 use super::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
 use super::state::GuestState;
-use crate::call::{AskError, AskKind, ask_until};
+use crate::call::{AskError, AskKind, List, ask_until, question_key};
 
 impl client::Host for GuestState {
     async fn elicit(
         &mut self,
+        message: String,
+        requested_schema: String,
+    ) -> Result<ElicitAnswer, ClientError> {
+        self.elicit_keyed(None, message, requested_schema).await
+    }
+
+    async fn sample(&mut self, request: SamplingRequest) -> Result<SamplingAnswer, ClientError> {
+        self.sample_keyed(None, request).await
+    }
+
+    async fn list_roots(&mut self) -> Result<Vec<Root>, ClientError> {
+        self.roots_keyed(None).await
+    }
+
+    async fn elicit_as(
+        &mut self,
+        key: String,
+        message: String,
+        requested_schema: String,
+    ) -> Result<ElicitAnswer, ClientError> {
+        self.elicit_keyed(Some(key), message, requested_schema)
+            .await
+    }
+
+    async fn sample_as(
+        &mut self,
+        key: String,
+        request: SamplingRequest,
+    ) -> Result<SamplingAnswer, ClientError> {
+        self.sample_keyed(Some(key), request).await
+    }
+
+    async fn list_roots_as(&mut self, key: String) -> Result<Vec<Root>, ClientError> {
+        self.roots_keyed(Some(key)).await
+    }
+
+    fn resource_updated(&mut self, uri: String) {
+        self.plugin.changes.updated(&uri);
+    }
+
+    fn announce_list_changed(&mut self, which: OfferedList) {
+        let list = match which {
+            OfferedList::Tools => List::Tools,
+            OfferedList::Prompts => List::Prompts,
+            OfferedList::Resources => List::Resources,
+        };
+        tracing::debug!(plugin = %self.plugin.name, ?list, "guest announced a list change");
+        self.plugin.changes.relist();
+    }
+}
+
+impl GuestState {
+    async fn elicit_keyed(
+        &mut self,
+        key: Option<String>,
         message: String,
         requested_schema: String,
     ) -> Result<ElicitAnswer, ClientError> {
@@ -29,34 +85,67 @@ impl client::Host for GuestState {
             ));
         }
         let params = json!({ "message": message, "requestedSchema": schema });
-        let answer = self.ask(AskKind::Elicit, params).await?;
+        let answer = self.ask(AskKind::Elicit, key, params).await?;
         elicit_answer(&answer).map_err(ClientError::Failed)
     }
 
-    async fn sample(&mut self, request: SamplingRequest) -> Result<SamplingAnswer, ClientError> {
+    async fn sample_keyed(
+        &mut self,
+        key: Option<String>,
+        request: SamplingRequest,
+    ) -> Result<SamplingAnswer, ClientError> {
         let params = sampling_params(request);
-        let answer = self.ask(AskKind::Sample, params).await?;
+        let answer = self.ask(AskKind::Sample, key, params).await?;
         sampling_answer(&answer).map_err(ClientError::Failed)
     }
 
-    fn resource_updated(&mut self, uri: String) {
-        self.plugin.changes.updated(&uri);
+    async fn roots_keyed(&mut self, key: Option<String>) -> Result<Vec<Root>, ClientError> {
+        let answer = self.ask(AskKind::Roots, key, json!({})).await?;
+        roots_answer(&answer).map_err(ClientError::Failed)
+    }
+
+    /// Asks the call's client, waiting at most until shortly before the deadline.
+    async fn ask(
+        &mut self,
+        kind: AskKind,
+        key: Option<String>,
+        params: Value,
+    ) -> Result<Value, ClientError> {
+        let error = |e| match e {
+            AskError::Unsupported(m) => ClientError::Unsupported(m),
+            AskError::Failed(m) => ClientError::Failed(m),
+            AskError::Timeout => ClientError::Timeout,
+        };
+        if let Some(key) = &key {
+            question_key(key).map_err(error)?;
+        }
+        let until = ask_until(self.deadline);
+        self.events
+            .ask(kind, key, params, until)
+            .await
+            .map_err(error)
     }
 }
 
-impl GuestState {
-    /// Asks the call's client, waiting at most until shortly before the deadline.
-    async fn ask(&mut self, kind: AskKind, params: Value) -> Result<Value, ClientError> {
-        let until = ask_until(self.deadline);
-        self.events
-            .ask(kind, params, until)
-            .await
-            .map_err(|e| match e {
-                AskError::Unsupported(m) => ClientError::Unsupported(m),
-                AskError::Failed(m) => ClientError::Failed(m),
-                AskError::Timeout => ClientError::Timeout,
+/// A `roots/list` answer: `{"roots": [{"uri", "name"?}, …]}`.
+fn roots_answer(answer: &Value) -> Result<Vec<Root>, String> {
+    let roots = answer
+        .get("roots")
+        .and_then(Value::as_array)
+        .ok_or("the client's answer has no roots list")?;
+    roots
+        .iter()
+        .map(|r| {
+            let uri = r
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or("a root of the client's answer has no uri")?;
+            Ok(Root {
+                uri: uri.to_string(),
+                name: r.get("name").and_then(Value::as_str).map(str::to_string),
             })
-    }
+        })
+        .collect()
 }
 
 fn elicit_answer(answer: &Value) -> Result<ElicitAnswer, String> {
@@ -181,6 +270,19 @@ mod tests {
         assert_eq!(a.content.as_deref(), Some(r#"{"name":"x"}"#));
         assert!(elicit_answer(&json!({ "action": "maybe" })).is_err());
         assert!(elicit_answer(&json!({ "action": "accept", "content": [1] })).is_err());
+    }
+
+    #[test]
+    fn roots_answers_are_read() {
+        let roots = roots_answer(&json!({ "roots": [
+            { "uri": "file:///a", "name": "A" }, { "uri": "file:///b" }
+        ] }))
+        .unwrap();
+        assert_eq!(roots.len(), 2);
+        assert_eq!(roots[0].name.as_deref(), Some("A"));
+        assert_eq!(roots[1].uri, "file:///b");
+        assert!(roots_answer(&json!({ "roots": [{ "name": "no uri" }] })).is_err());
+        assert!(roots_answer(&json!({})).is_err());
     }
 
     #[test]

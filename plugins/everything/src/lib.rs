@@ -3,6 +3,8 @@
 //! Also a tour of every content type, and of asking the client
 //! (elicitation, sampling) in the middle of a call.
 
+mod jobs;
+mod lists;
 mod rounds;
 
 use std::time::Duration;
@@ -177,6 +179,8 @@ impl Tool for Everything {
             .collect();
         tools.extend(asking_tools());
         tools.extend(rounds::tools());
+        tools.extend(lists::tools());
+        tools.extend(jobs::tools());
         tools
     }
 
@@ -186,7 +190,10 @@ impl Tool for Everything {
         arguments: String,
     ) -> Result<CallResult, ToolError> {
         let pause = || std::thread::sleep(Duration::from_millis(50));
-        if let Some(result) = rounds::call(&name) {
+        let handled = (rounds::call(&name))
+            .or_else(|| lists::call(&name))
+            .or_else(|| jobs::call(&name, &arguments));
+        if let Some(result) = handled {
             return result;
         }
         Ok(match name.as_str() {
@@ -358,7 +365,7 @@ impl Resources for Everything {
 
 impl Prompts for Everything {
     fn list_prompts() -> Vec<PromptDefinition> {
-        vec![
+        let mut prompts = vec![
             PromptDefinition::new("test_simple_prompt", "A prompt without arguments"),
             PromptDefinition::new("test_prompt_with_arguments", "A prompt with two arguments")
                 .argument("arg1", "First test argument", true)
@@ -373,7 +380,9 @@ impl Prompts for Everything {
                 "test_input_required_result_prompt",
                 "Asks the user what context the prompt should use",
             ),
-        ]
+        ];
+        prompts.extend(lists::prompts());
+        prompts
     }
 
     fn get_prompt(
@@ -413,6 +422,7 @@ impl Prompts for Everything {
                     .map_err(|e| PromptError::Failed(client_error(e).message))?;
                 vec![user(format!("Use this context: {context}"))]
             }
+            "test_changed_prompt" => vec![user("This prompt comes and goes.".into())],
             other => return Err(PromptError::InvalidArguments(format!("no prompt {other}"))),
         };
         Ok(PromptResult::new(messages))

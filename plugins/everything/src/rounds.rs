@@ -32,8 +32,12 @@ pub fn tools() -> Vec<ToolDefinition> {
             "Asks a name, then a colour: two rounds",
         ),
         (
+            "test_input_required_result_list_roots",
+            "Asks the client for its roots, then lists them",
+        ),
+        (
             "test_input_required_result_multiple_inputs",
-            "Asks a name and a greeting in one round",
+            "Asks a name, a greeting and the roots in one round",
         ),
         (
             "test_input_required_result_capabilities",
@@ -63,12 +67,25 @@ pub fn tools() -> Vec<ToolDefinition> {
 
 /// One form question: `field` as a required property of `kind`.
 fn ask(message: &str, field: &str, kind: &str) -> Result<Value, ClientError> {
+    ask_keyed(None, message, field, kind)
+}
+
+/// [`ask`], named `key` when given (the key a 2026-07-28 client answers under).
+fn ask_keyed(
+    key: Option<&str>,
+    message: &str,
+    field: &str,
+    kind: &str,
+) -> Result<Value, ClientError> {
     let schema = json!({
         "type": "object",
         "properties": { field: { "type": kind } },
         "required": [field],
     });
-    let answer = client::elicit(message, &schema.to_string())?;
+    let answer = match key {
+        Some(key) => client::elicit_as(key, message, &schema.to_string())?,
+        None => client::elicit(message, &schema.to_string())?,
+    };
     match answer.action {
         ElicitAction::Accept => Ok(answer
             .content
@@ -85,7 +102,11 @@ fn serde_json_value(text: &str) -> Option<Value> {
 }
 
 fn sample(prompt: &str, max_tokens: u32) -> Result<String, ClientError> {
-    let answer = client::sample(&SamplingRequest {
+    sample_keyed(None, prompt, max_tokens)
+}
+
+fn sample_keyed(key: Option<&str>, prompt: &str, max_tokens: u32) -> Result<String, ClientError> {
+    let request = SamplingRequest {
         messages: vec![SamplingMessage {
             role: client::Role::User,
             content: ContentBlock::text(prompt),
@@ -94,11 +115,31 @@ fn sample(prompt: &str, max_tokens: u32) -> Result<String, ClientError> {
         max_tokens,
         temperature: None,
         model_hints: Vec::new(),
-    })?;
+    };
+    let answer = match key {
+        Some(key) => client::sample_as(key, &request)?,
+        None => client::sample(&request)?,
+    };
     Ok(match answer.content {
         ContentBlock::Text(t) => t,
         _ => "(not text)".into(),
     })
+}
+
+/// The client's roots, as `name (uri)` joined by commas.
+fn roots(key: Option<&str>) -> Result<String, ClientError> {
+    let roots = match key {
+        Some(key) => client::list_roots_as(key)?,
+        None => client::list_roots()?,
+    };
+    let shown: Vec<String> = roots
+        .iter()
+        .map(|r| match &r.name {
+            Some(name) => format!("{name} ({})", r.uri),
+            None => r.uri.clone(),
+        })
+        .collect();
+    Ok(shown.join(", "))
 }
 
 fn text(v: &Value) -> String {
@@ -113,11 +154,17 @@ pub fn prompt_context() -> Result<String, ClientError> {
 /// The call of one of [`tools`]; `None` for any other name.
 pub fn call(name: &str) -> Option<Result<CallResult, ToolError>> {
     let result = match name {
-        "test_input_required_result_elicitation" | "test_input_required_result_tampered_state" => {
-            ask("What is your name?", "name", "string")
+        "test_input_required_result_elicitation" => {
+            ask_keyed(Some("user_name"), "What is your name?", "name", "string")
                 .map(|name| CallResult::text(format!("Hello, {}!", text(&name))))
                 .map_err(client_error)
         }
+        "test_input_required_result_list_roots" => roots(Some("client_roots"))
+            .map(|roots| CallResult::text(format!("Client roots: {roots}")))
+            .map_err(client_error),
+        "test_input_required_result_tampered_state" => ask("What is your name?", "name", "string")
+            .map(|name| CallResult::text(format!("Hello, {}!", text(&name))))
+            .map_err(client_error),
         "test_input_required_result_sampling" => sample("What is the capital of France?", 100)
             .map(|answer| CallResult::text(format!("LLM response: {answer}")))
             .map_err(client_error),
@@ -135,13 +182,15 @@ pub fn call(name: &str) -> Option<Result<CallResult, ToolError>> {
         })()
         .map_err(client_error),
         "test_input_required_result_multiple_inputs" => {
-            let name = ask("What is your name?", "name", "string");
-            let greeting = sample("Generate a greeting", 50);
-            match (name, greeting) {
-                (Ok(name), Ok(greeting)) => {
-                    Ok(CallResult::text(format!("{greeting}, {}", text(&name))))
-                }
-                (Err(e), _) | (_, Err(e)) => Err(client_error(e)),
+            let name = ask_keyed(Some("user_name"), "What is your name?", "name", "string");
+            let greeting = sample_keyed(Some("greeting"), "Generate a greeting", 50);
+            let roots = roots(Some("client_roots"));
+            match (name, greeting, roots) {
+                (Ok(name), Ok(greeting), Ok(roots)) => Ok(CallResult::text(format!(
+                    "{greeting}, {} (roots: {roots})",
+                    text(&name)
+                ))),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(client_error(e)),
             }
         }
         "test_input_required_result_capabilities" => {

@@ -72,6 +72,7 @@ pub fn check_method(
     let field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
     let Some(body) = params.get(field).and_then(Value::as_str) else {

@@ -29,6 +29,10 @@ pub struct Filter {
     prompts: bool,
     resources: bool,
     uris: HashSet<String>,
+    /// Tasks whose `notifications/tasks` are wanted (the tasks extension).
+    task_ids: HashSet<String>,
+    /// Digest of the listener's credentials: only its own tasks are sent.
+    owner: String,
 }
 
 impl Filter {
@@ -48,27 +52,39 @@ impl Filter {
                 ))),
             }
         };
-        let uris = match n.get("resourceSubscriptions") {
-            None | Some(Value::Null) => HashSet::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|u| u.as_str().map(str::to_string))
-                .collect::<Option<HashSet<_>>>()
-                .ok_or_else(|| {
-                    RpcError::invalid_params("notifications.resourceSubscriptions must be strings")
-                })?,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "notifications.resourceSubscriptions must be an array of URIs",
-                ));
+        let strings = |key: &str| -> Result<HashSet<String>, RpcError> {
+            let bad = || {
+                RpcError::invalid_params(format!("notifications.{key} must be an array of strings"))
+            };
+            match n.get(key) {
+                None | Some(Value::Null) => Ok(HashSet::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|u| u.as_str().map(str::to_string))
+                    .collect::<Option<HashSet<_>>>()
+                    .ok_or_else(bad),
+                Some(_) => Err(bad()),
             }
         };
         Ok(Filter {
             tools: flag("toolsListChanged")?,
             prompts: flag("promptsListChanged")?,
             resources: flag("resourcesListChanged")?,
-            uris,
+            uris: strings("resourceSubscriptions")?,
+            task_ids: strings("taskIds")?,
+            owner: String::new(),
         })
+    }
+
+    /// Whether task notifications were asked for (they need the tasks extension).
+    pub fn wants_tasks(&self) -> bool {
+        !self.task_ids.is_empty()
+    }
+
+    /// This filter for a listener whose credentials digest to `owner`.
+    pub fn owned_by(mut self, owner: String) -> Filter {
+        self.owner = owner;
+        self
     }
 
     /// The acknowledged filter: what was asked, all of which is honoured.
@@ -88,6 +104,11 @@ impl Filter {
             uris.sort();
             ack.insert("resourceSubscriptions".into(), json!(uris));
         }
+        if !self.task_ids.is_empty() {
+            let mut ids: Vec<&String> = self.task_ids.iter().collect();
+            ids.sort();
+            ack.insert("taskIds".into(), json!(ids));
+        }
         Value::Object(ack)
     }
 
@@ -106,6 +127,9 @@ impl Filter {
                 .uris
                 .contains(uri)
                 .then(|| ("notifications/resources/updated", json!({ "uri": uri }))),
+            Change::Task { id, owner, detail } => (self.task_ids.contains(id)
+                && *owner == self.owner)
+                .then(|| ("notifications/tasks", detail.clone())),
         }
     }
 }
@@ -200,5 +224,26 @@ mod tests {
         );
         let bad = json!({ "notifications": { "toolsListChanged": "yes" } });
         assert!(Filter::parse(bad.as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn task_notifications_go_to_their_owner_only() {
+        let params = json!({ "notifications": { "taskIds": ["t1"] } });
+        let f = Filter::parse(params.as_object().unwrap())
+            .unwrap()
+            .owned_by("me".into());
+        assert!(f.wants_tasks());
+        let task = |id: &str, owner: &str| Change::Task {
+            id: id.into(),
+            owner: owner.into(),
+            detail: json!({ "taskId": id }),
+        };
+        assert_eq!(
+            f.wants(&task("t1", "me")),
+            Some(("notifications/tasks", json!({ "taskId": "t1" })))
+        );
+        assert!(f.wants(&task("t1", "someone else")).is_none());
+        assert!(f.wants(&task("t2", "me")).is_none());
+        assert_eq!(f.acknowledged(), json!({ "taskIds": ["t1"] }));
     }
 }

@@ -63,6 +63,13 @@ impl RequestMeta {
     pub fn declares(&self, name: &str) -> bool {
         self.capabilities.get(name).is_some_and(Value::is_object)
     }
+
+    /// Whether the client declared the extension `name` (under `extensions`).
+    pub fn declares_extension(&self, name: &str) -> bool {
+        (self.capabilities.get("extensions"))
+            .and_then(|e| e.get(name))
+            .is_some_and(Value::is_object)
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ mod meta;
 mod post;
 mod rounds;
 mod state;
+mod task_input;
+pub(in crate::mcp) mod tasks;
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
@@ -22,6 +24,7 @@ pub use meta::RequestMeta;
 pub(super) use post::post;
 pub use rounds::Rounds;
 pub use state::{StateKey, digest};
+pub use tasks::Tasks;
 
 use super::jsonrpc::RpcError;
 

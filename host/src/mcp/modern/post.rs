@@ -61,13 +61,26 @@ pub(in crate::mcp) async fn post(
         "prompts/list" => offers::prompts_list(st, &request).await,
         "prompts/get" => offers::prompts_get(st, &request).await,
         "completion/complete" => offers::complete(st, &request).await,
+        "tasks/get" | "tasks/cancel" | "tasks/update" => {
+            super::tasks::handle(st, &request, &method).await
+        }
         "subscriptions/listen" => match super::Filter::parse(&request.params) {
-            Ok(filter) => super::listen(
-                request.id,
-                filter,
-                st.pipeline.current().changes(),
-                st.closing.subscribe(),
-            ),
+            Ok(filter)
+                if filter.wants_tasks()
+                    && !(request.modern.as_ref())
+                        .is_some_and(|m| m.meta.declares_extension(super::tasks::EXTENSION)) =>
+            {
+                super::tasks::missing_extension(&request, "task notifications need it")
+            }
+            Ok(filter) => {
+                let filter = filter.owned_by(super::tasks::owner(&request));
+                super::listen(
+                    request.id,
+                    filter,
+                    st.pipeline.current().changes(),
+                    st.closing.subscribe(),
+                )
+            }
             Err(e) => request.fail(&e),
         },
         _ => {
@@ -89,6 +102,9 @@ fn discover(st: &McpState, req: &Request<'_>) -> Response {
     // Logging is opted into per request in this revision.
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
+        if st.tasks.available() {
+            caps.insert("extensions".into(), json!({ super::tasks::EXTENSION: {} }));
+        }
     }
     req.reply(&json!({
         "supportedVersions": super::all_versions(),

@@ -1,10 +1,14 @@
 //! Input-required rounds (MRTR): how a guest's questions to the client
-//! (elicitation, sampling) work without server-to-client requests.
+//! (elicitation, sampling, roots) work without server-to-client requests.
 //!
-//! The guest runs again from the start on every round. Its questions are
-//! numbered in the order it asks them (`elicitation-1`, `sampling-2`, …).
+//! The guest runs again from the start on every round. A question is keyed
+//! by the name the guest gave it (`client.elicit-as("user_name", …)`), or
+//! else numbered in the order the guest asks (`elicitation-1`, `sampling-2`,
+//! `roots-3`, …).
 //! A question already answered — in this request's `inputResponses`, or in
-//! an earlier round's sealed `requestState` — gets its answer at once. A
+//! an earlier round's sealed `requestState` — gets its answer at once (an
+//! answer under a key the state recorded for a different question is not
+//! used: that question is asked again). A
 //! question with no answer yet gets an error back (`failed`, "input
 //! required …"), is kept, and the guest may ask more; when the guest ends,
 //! whatever it returned is dropped and the client gets an
@@ -37,6 +41,7 @@ pub struct Rounds {
     bind: String,
     elicitation: bool,
     sampling: bool,
+    roots: bool,
     /// Answers usable in this run, by question key.
     known: BTreeMap<String, Answered>,
     /// Questions sent on the last round (from the state): key → digest.
@@ -45,18 +50,13 @@ pub struct Rounds {
     responses: Map<String, Value>,
     /// How many questions the run has asked.
     count: usize,
+    /// The questions of this run by key (digests), answered or not.
+    asked_now: BTreeMap<String, String>,
     /// Questions without an answer: key → `{method, params}`, and their digests.
     pending: Map<String, Value>,
     pending_digests: BTreeMap<String, String>,
     /// Capabilities the guest needed and the client did not declare.
     missing: BTreeSet<&'static str>,
-}
-
-fn capability(kind: AskKind) -> &'static str {
-    match kind {
-        AskKind::Elicit => "elicitation",
-        AskKind::Sample => "sampling",
-    }
 }
 
 impl Rounds {
@@ -86,10 +86,12 @@ impl Rounds {
             bind,
             elicitation: meta.declares("elicitation"),
             sampling: meta.declares("sampling"),
+            roots: meta.declares("roots"),
             known,
             asked_before,
             responses,
             count: 0,
+            asked_now: BTreeMap::new(),
             pending: Map::new(),
             pending_digests: BTreeMap::new(),
             missing: BTreeSet::new(),
@@ -100,10 +102,11 @@ impl Rounds {
     /// False when the run has left too many questions unanswered and must stop.
     pub fn ask(&mut self, ask: Ask) -> bool {
         self.count += 1;
-        let cap = capability(ask.kind);
+        let cap = ask.kind.capability();
         let declared = match ask.kind {
             AskKind::Elicit => self.elicitation,
             AskKind::Sample => self.sampling,
+            AskKind::Roots => self.roots,
         };
         if !declared {
             self.missing.insert(cap);
@@ -112,14 +115,32 @@ impl Rounds {
             ))));
             return true;
         }
-        let key = format!("{cap}-{}", self.count);
+        let key = match ask.key {
+            Some(key) => key,
+            None => format!("{cap}-{}", self.count),
+        };
         let question = digest(&[&json!(ask.kind.method()), &ask.params]);
+        // One key, one question per run: a guest reusing a name for another
+        // question would get the first one's answer.
+        match self.asked_now.get(&key) {
+            Some(asked) if *asked != question => {
+                let _ = ask.answer.send(Err(AskError::Failed(format!(
+                    "question key {key:?} was used for another question in this call"
+                ))));
+                return true;
+            }
+            Some(_) => {}
+            None => {
+                self.asked_now.insert(key.clone(), question.clone());
+            }
+        }
         if let Some(known) = self.known.get(&key).filter(|k| k.q == question) {
             let _ = ask.answer.send(Ok(known.a.clone()));
             return true;
         }
-        // Answered now: the client saw this very question last round.
-        if self.asked_before.get(&key) == Some(&question)
+        // Answered now: the client saw this very question last round, or
+        // answered a question no state says it was asked differently.
+        if self.asked_before.get(&key).is_none_or(|q| *q == question)
             && let Some(answer) = self.responses.get(&key).filter(|a| a.is_object())
         {
             self.known.insert(
@@ -201,6 +222,7 @@ mod tests {
         let (tx, mut rx) = oneshot::channel();
         rounds.ask(Ask {
             kind,
+            key: None,
             params: json!({ "message": text }),
             answer: tx,
         });
@@ -244,6 +266,55 @@ mod tests {
             "decline"
         );
         assert!(r3.input_required(&key).is_none());
+    }
+
+    fn ask_as(rounds: &mut Rounds, key: &str, text: &str) -> Result<Value, AskError> {
+        let (tx, mut rx) = oneshot::channel();
+        rounds.ask(Ask {
+            kind: AskKind::Elicit,
+            key: Some(key.into()),
+            params: json!({ "message": text }),
+            answer: tx,
+        });
+        rx.try_recv().unwrap()
+    }
+
+    #[test]
+    fn guests_name_their_questions_and_early_answers_are_taken() {
+        let key = StateKey::new(Some("k"));
+        let caps = meta(json!({ "elicitation": {}, "roots": {} }));
+        let mut r1 = Rounds::begin(&key, &caps, &Map::new(), "b".into()).unwrap();
+        assert!(ask_as(&mut r1, "user_name", "name?").is_err());
+        // The same key for another question in one run is refused.
+        assert!(
+            matches!(ask_as(&mut r1, "user_name", "age?"), Err(AskError::Failed(m)) if m.contains("another question"))
+        );
+        assert!(ask(&mut r1, AskKind::Roots, "").is_err());
+        let result = r1.input_required(&key).unwrap();
+        let requests = result["inputRequests"].as_object().unwrap();
+        assert_eq!(
+            requests.keys().collect::<Vec<_>>(),
+            ["roots-3", "user_name"]
+        );
+        assert_eq!(requests["roots-3"]["method"], "roots/list");
+        // Answered without a state (the client knew the key): taken, extras ignored.
+        let params = json!({ "inputResponses": {
+            "user_name": { "action": "accept", "content": { "name": "A" } },
+            "unknown": { "action": "accept" },
+        } });
+        let mut r2 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
+        assert_eq!(
+            ask_as(&mut r2, "user_name", "name?").unwrap()["content"]["name"],
+            "A"
+        );
+        assert!(r2.input_required(&key).is_none());
+        // A state that recorded another question under the key: asked again.
+        let params = json!({
+            "inputResponses": { "user_name": { "action": "accept" } },
+            "requestState": result["requestState"],
+        });
+        let mut r3 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
+        assert!(ask_as(&mut r3, "user_name", "a different question?").is_err());
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub struct Session {
 pub struct ClientAsks {
     pub elicitation: bool,
     pub sampling: bool,
+    pub roots: bool,
 }
 
 impl ClientAsks {
@@ -71,6 +72,7 @@ impl ClientAsks {
         ClientAsks {
             elicitation: has("elicitation"),
             sampling: has("sampling"),
+            roots: has("roots"),
         }
     }
 }
@@ -100,6 +102,7 @@ impl Session {
         Askable::Yes {
             elicitation: self.asks.elicitation,
             sampling: self.asks.sampling,
+            roots: self.asks.roots,
         }
     }
 

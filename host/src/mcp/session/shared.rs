@@ -17,6 +17,7 @@ impl Session {
         let asks = ClientAsks {
             elicitation: record.elicitation,
             sampling: record.sampling,
+            roots: record.roots,
         };
         let session = Session::with_id(id.to_string(), asks, record.owner.clone());
         session.refresh(record);
@@ -60,6 +61,7 @@ impl Sessions {
                 owner,
                 elicitation: asks.elicitation,
                 sampling: asks.sampling,
+                roots: asks.roots,
                 ..SessionRecord::default()
             };
             if let Err(e) = cluster

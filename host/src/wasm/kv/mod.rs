@@ -234,6 +234,27 @@ impl KvStore {
     }
 }
 
+/// The host's own use of the store, in namespaces of its own: a host
+/// namespace holds a `/`, which no plugin's name (a file stem) has, so no
+/// guest reaches it. Bounds and `max_keys` apply as to a plugin.
+impl KvStore {
+    pub async fn host_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.get(ns, key).await
+    }
+
+    pub async fn host_set(
+        &self,
+        ns: &str,
+        key: &str,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+    ) -> Result<()> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.set(ns, key, value, ttl_ms).await
+    }
+}
+
 /// The kv side of one call: whose namespace, and the store (none when
 /// `[kv]` could not be opened).
 pub struct KvCall {

@@ -1,0 +1,447 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`) for long-running
+//! tool calls under protocol 2026-07-28.
+//!
+//! A tool marked `[[tools]] task = "optional"` or `"required"`, called by a
+//! client whose `_meta` capabilities declare the extension, is answered at
+//! once with a `CreateTaskResult` (`resultType: "task"`); the call runs on
+//! in the background and its outcome is kept. The client polls `tasks/get`
+//! (the result inlined when `completed`, the JSON-RPC error when `failed`),
+//! may `tasks/cancel` it. A guest's question to the client (elicitation,
+//! sampling, roots) parks the task in `input_required` with the question in
+//! `inputRequests` until `tasks/update` answers it (see `task_input`). A
+//! `required` tool called without the extension gets -32021 naming it.
+//!
+//! Task records live in the kv store (`[kv]`: embedded SQLite or Redis), in
+//! the host namespace `hangar/tasks`, with the task's `ttlMs` as their TTL,
+//! so they outlive a restart and any replica sharing the store answers
+//! `tasks/get`. A record names the process that runs it: a task still
+//! `working` whose process is gone is reported `failed` (its work was lost).
+//! Only the credentials that created a task (`Authorization`, `X-Api-Key`,
+//! the OAuth subject) see it; to anyone else it is unknown (-32602).
+//!
+//! A `subscriptions/listen` naming `taskIds` (which needs the extension
+//! declared) gets `notifications/tasks` with the task as `tasks/get` shows
+//! it when one of them ends (completed, failed, cancelled) in this process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::super::jsonrpc::{self, RpcError};
+use super::super::{McpState, Request, calls, json_response, reply};
+use super::{MISSING_CAPABILITY, digest, server_info};
+use crate::config::ErrorStyle;
+use crate::pipeline::{
+    Askable, CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
+};
+use crate::wasm::kv::KvStore;
+
+/// The extension's name, in capabilities.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// Where task records live in the kv store.
+const NAMESPACE: &str = "hangar/tasks";
+/// How long a task is kept after it was created.
+const TTL_MS: u64 = 60 * 60 * 1000;
+/// How often a client is asked to poll.
+const POLL_INTERVAL_MS: u64 = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Status {
+    Working,
+    /// A guest's question waits for the client (`inputRequests`, `tasks/update`).
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub(super) fn terminal(self) -> bool {
+        !matches!(self, Status::Working | Status::InputRequired)
+    }
+}
+
+/// One task as stored: its wire fields, who owns it and which process runs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Record {
+    pub(super) task_id: String,
+    pub(super) status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<String>,
+    created_at: String,
+    last_updated_at: String,
+    ttl_ms: u64,
+    poll_interval_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+    /// The questions waiting for the client, by key (`input_required`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input_requests: Option<Value>,
+    /// Digest of the credentials that created the task.
+    pub(super) owner: String,
+    /// The process running it (a random id per start).
+    boot: String,
+}
+
+impl Record {
+    /// The task as `tasks/get` shows it (without owner and process).
+    pub(super) fn wire(&self) -> Value {
+        let mut v = serde_json::to_value(self).expect("records serialize");
+        if let Some(obj) = v.as_object_mut() {
+            obj.remove("owner");
+            obj.remove("boot");
+        }
+        v
+    }
+
+    pub(super) fn set(&mut self, status: Status, message: Option<String>) {
+        self.status = status;
+        self.status_message = message;
+        self.last_updated_at = now();
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The server's tasks: the store, and the cancel handles of those running here.
+pub struct Tasks {
+    store: Option<Arc<KvStore>>,
+    boot: String,
+    running: Mutex<HashMap<String, CancelToken>>,
+    /// Read-modify-write of a record is one at a time (a cancel and the
+    /// end of the run must not overwrite each other).
+    pub(super) writing: tokio::sync::Mutex<()>,
+    /// Questions of running tasks waiting for `tasks/update`.
+    pub(super) waiting: super::task_input::Waiting,
+}
+
+impl Tasks {
+    /// Tasks kept in `store`; without one, tools run as plain calls.
+    pub fn new(store: Option<Arc<KvStore>>) -> Tasks {
+        Tasks {
+            store,
+            boot: uuid::Uuid::new_v4().simple().to_string(),
+            running: Mutex::new(HashMap::new()),
+            writing: tokio::sync::Mutex::new(()),
+            waiting: Default::default(),
+        }
+    }
+
+    /// Whether tasks can be created (the kv store opened).
+    pub fn available(&self) -> bool {
+        self.store.is_some()
+    }
+
+    pub(super) async fn put(&self, record: &Record) -> Result<(), RpcError> {
+        let store = self.store.as_ref().ok_or_else(unavailable)?;
+        let bytes = serde_json::to_vec(record).expect("records serialize");
+        store
+            .host_set(NAMESPACE, &record.task_id, bytes, Some(record.ttl_ms))
+            .await
+            .map_err(|e| RpcError::new(-32603, format!("tasks: cannot store the task: {e:?}")))
+    }
+
+    pub(super) async fn load(&self, id: &str) -> Result<Option<Record>, RpcError> {
+        let store = self.store.as_ref().ok_or_else(unavailable)?;
+        let bytes = store
+            .host_get(NAMESPACE, id)
+            .await
+            .map_err(|e| RpcError::new(-32603, format!("tasks: cannot read the task: {e:?}")))?;
+        Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+
+    /// The task `id` as its owner may see it; a task left `working` by a
+    /// process that is gone is settled as failed first.
+    async fn owned(&self, id: &str, owner: &str) -> Result<Record, RpcError> {
+        let _writing = self.writing.lock().await;
+        let mut record = match self.load(id).await? {
+            Some(r) if r.owner == owner => r,
+            _ => return Err(RpcError::invalid_params(format!("Unknown task: {id}"))),
+        };
+        if !record.status.terminal() && record.boot != self.boot {
+            record.set(
+                Status::Failed,
+                Some("the server restarted while the task ran".into()),
+            );
+            record.error = Some(json!({
+                "code": -32603,
+                "message": "the server restarted while the task ran; its work was lost",
+            }));
+            self.put(&record).await?;
+        }
+        Ok(record)
+    }
+
+    /// Keeps the outcome of a run, unless the task was cancelled meanwhile,
+    /// and tells listeners (`notifications/tasks`).
+    async fn settle(
+        &self,
+        id: &str,
+        outcome: Result<ToolResult, CallError>,
+        errors: ErrorStyle,
+        changes: &ResourceChanges,
+    ) {
+        self.running.lock().unwrap().remove(id);
+        self.waiting.forget(id);
+        let _writing = self.writing.lock().await;
+        let mut record = match self.load(id).await {
+            Ok(Some(r)) if !r.status.terminal() => r,
+            Ok(_) => return,
+            Err(e) => return tracing::warn!(task = id, "{}", e.message),
+        };
+        record.input_requests = None;
+        let complete = |r: &ToolResult| {
+            let value = serde_json::to_value(r).expect("results serialize");
+            super::complete(value, "tools/call", false)
+        };
+        match outcome {
+            Ok(result) => {
+                record.result = Some(complete(&result));
+                record.set(Status::Completed, None);
+            }
+            Err(e) if e.kind == ErrorKind::Cancelled => {
+                record.set(Status::Cancelled, Some("cancelled".into()));
+            }
+            // As a plain call would answer: past resolution, as a result.
+            Err(e) if errors == ErrorStyle::Result && e.stage != Stage::Resolve => {
+                record.result = Some(complete(&ToolResult::error(e.to_string())));
+                record.set(Status::Completed, None);
+            }
+            Err(e) => {
+                let error = calls::call_error(&e, "");
+                record.error = Some(serde_json::to_value(&error).expect("errors serialize"));
+                record.set(Status::Failed, Some(error.message));
+            }
+        }
+        if let Err(e) = self.put(&record).await {
+            // A result too large for the store: the task fails, saying so.
+            record.result = None;
+            record.error = Some(json!({ "code": e.code, "message": e.message }));
+            record.set(Status::Failed, Some(e.message));
+            if let Err(e) = self.put(&record).await {
+                return tracing::warn!(task = id, "{}", e.message);
+            }
+        }
+        changes.task(id, &record.owner, record.wire());
+    }
+}
+
+fn unavailable() -> RpcError {
+    RpcError::new(
+        -32603,
+        "tasks: the kv store is not available (see the server's startup problems)",
+    )
+}
+
+/// -32021 (HTTP 400) naming the tasks extension.
+pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
+    let error = RpcError {
+        code: MISSING_CAPABILITY,
+        message: format!("Missing required client capability: extension {EXTENSION} ({why})"),
+        data: Some(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } })),
+    };
+    json_response(
+        StatusCode::BAD_REQUEST,
+        jsonrpc::error_body(&req.id, &error),
+    )
+}
+
+/// Digest of the credentials a request carries: who owns a task.
+pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
+    let credential = |h: &str| {
+        req.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map_or(Value::Null, |v| json!(v))
+    };
+    let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
+    digest(&[
+        &json!("task-owner"),
+        &credential("authorization"),
+        &credential("x-api-key"),
+        &subject,
+    ])
+}
+
+/// Whether a modern `tools/call` of `name` is answered here: as a task
+/// (the tool runs as one and the client declared the extension), or with
+/// -32021 (the tool requires one and the client did not). `None`: a plain call.
+pub(in crate::mcp) async fn tools_call(
+    st: &McpState,
+    req: &Request<'_>,
+    name: &str,
+    args: &Value,
+) -> Option<Response> {
+    let meta = &req.modern.as_ref()?.meta;
+    let support = st.pipeline.current().catalog().task_support(name)?;
+    if !st.tasks.available() {
+        return None;
+    }
+    if !meta.declares_extension(EXTENSION) {
+        return match support {
+            crate::config::TaskSupport::Optional => None,
+            crate::config::TaskSupport::Required => Some(missing_extension(
+                req,
+                &format!("the tool {name} runs only as a task"),
+            )),
+        };
+    }
+    Some(create(st, req, name, args.clone()).await)
+}
+
+/// Stores a new task, starts the call, and answers `CreateTaskResult`.
+async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Response {
+    let at = now();
+    let record = Record {
+        task_id: uuid::Uuid::new_v4().to_string(),
+        status: Status::Working,
+        status_message: None,
+        created_at: at.clone(),
+        last_updated_at: at,
+        ttl_ms: TTL_MS,
+        poll_interval_ms: POLL_INTERVAL_MS,
+        result: None,
+        error: None,
+        input_requests: None,
+        owner: owner(req),
+        boot: st.tasks.boot.clone(),
+    };
+    // Durable before the client hears of it: `tasks/get` answers at once.
+    if let Err(e) = st.tasks.put(&record).await {
+        return req.fail(&e);
+    }
+    let mut cx = req.context(st);
+    let id = record.task_id.clone();
+    // Questions to the client park the task (`input_required`) until
+    // `tasks/update` answers them; other events have no reader.
+    let (tx, asks) = tokio::sync::mpsc::channel(16);
+    let meta = &req.modern.as_ref().expect("tasks are modern").meta;
+    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
+        elicitation: meta.declares("elicitation"),
+        sampling: meta.declares("sampling"),
+        roots: meta.declares("roots"),
+    });
+    let changes = st.pipeline.current().changes().clone();
+    tokio::spawn(super::task_input::park_questions(
+        st.tasks.clone(),
+        id.clone(),
+        asks,
+        changes,
+    ));
+    st.tasks
+        .running
+        .lock()
+        .unwrap()
+        .insert(id.clone(), cx.cancel.clone());
+    let (pipeline, tasks, errors) = (st.pipeline.current(), st.tasks.clone(), st.errors);
+    let tool = name.to_string();
+    tokio::spawn(async move {
+        let outcome = pipeline.call(&tool, args, &mut cx).await;
+        let changes = pipeline.changes().clone();
+        tasks.settle(&id, outcome, errors, &changes).await;
+    });
+    let mut created = record.wire();
+    created["resultType"] = json!("task");
+    created["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": server_info() });
+    reply(&req.id, &created)
+}
+
+/// `tasks/get`, `tasks/cancel` and `tasks/update`.
+pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &str) -> Response {
+    let Some(modern) = &req.modern else {
+        unreachable!("tasks are served to modern requests only")
+    };
+    if !modern.meta.declares_extension(EXTENSION) {
+        return missing_extension(req, &format!("{method} needs it"));
+    }
+    let Some(id) = req.params.get("taskId").and_then(Value::as_str) else {
+        return req.fail(&RpcError::invalid_params(format!(
+            "{method} needs a taskId"
+        )));
+    };
+    let owner = owner(req);
+    let record = match st.tasks.owned(id, &owner).await {
+        Ok(r) => r,
+        Err(e) => return req.fail(&e),
+    };
+    match method {
+        "tasks/get" => req.reply(&record.wire()),
+        "tasks/cancel" => {
+            if !record.status.terminal() {
+                if let Some(cancel) = st.tasks.running.lock().unwrap().get(id) {
+                    cancel.cancel();
+                }
+                st.tasks.waiting.forget(id);
+                let _writing = st.tasks.writing.lock().await;
+                // Read again under the lock: the run may have ended meanwhile.
+                if let Ok(Some(mut now)) = st.tasks.load(id).await
+                    && !now.status.terminal()
+                {
+                    now.input_requests = None;
+                    now.set(Status::Cancelled, Some("cancelled by the client".into()));
+                    if let Err(e) = st.tasks.put(&now).await {
+                        return req.fail(&e);
+                    }
+                    let changes = st.pipeline.current().changes().clone();
+                    changes.task(id, &now.owner, now.wire());
+                }
+            }
+            req.reply(&json!({}))
+        }
+        // Answers to waiting questions resume the guest; others are ignored.
+        _ => match req.params.get("inputResponses") {
+            None => req.reply(&json!({})),
+            Some(Value::Object(answers)) => {
+                let changes = st.pipeline.current().changes().clone();
+                match super::task_input::answer(&st.tasks, id, answers, &changes).await {
+                    Ok(()) => req.reply(&json!({})),
+                    Err(e) => req.fail(&e),
+                }
+            }
+            Some(_) => req.fail(&RpcError::invalid_params(
+                "inputResponses must be an object",
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_shape_hides_owner_and_process() {
+        let record = Record {
+            task_id: "t".into(),
+            status: Status::Working,
+            status_message: None,
+            created_at: now(),
+            last_updated_at: now(),
+            ttl_ms: TTL_MS,
+            poll_interval_ms: POLL_INTERVAL_MS,
+            result: None,
+            error: None,
+            input_requests: None,
+            owner: "o".into(),
+            boot: "b".into(),
+        };
+        let wire = record.wire();
+        assert_eq!(wire["taskId"], "t");
+        assert_eq!(wire["status"], "working");
+        assert_eq!(wire["ttlMs"], TTL_MS);
+        assert_eq!(wire["pollIntervalMs"], POLL_INTERVAL_MS);
+        for hidden in ["owner", "boot", "result", "error", "statusMessage"] {
+            assert!(wire.get(hidden).is_none(), "{hidden}");
+        }
+    }
+}
