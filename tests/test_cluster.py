@@ -65,6 +65,10 @@ fuel = 1_000_000_000_000
 name = "test_simple_text"
 rate_limit = "5/m"
 
+[[tools]]
+name = "slow_compute"
+task = "optional"
+
 [connectors.main]
 kind = "postgres"
 url = "{DATABASE_URL}"
@@ -313,6 +317,33 @@ def test_a_kv_counter_is_shared(cluster):
     assert redis_cli("GET", f"hangar:kv:{{kv-counter}}:{key}") == "6"
     redis_cli("DEL", f"hangar:kv:{{kv-counter}}:{key}")
     redis_cli("ZREM", "hangar:kv:{kv-counter}", key)
+
+
+def test_a_task_runs_on_one_replica_and_is_read_on_every_one(cluster):
+    """MCP 2026-07-28 tasks keep their records in the shared kv (Redis): a
+    tasks/get that lands on a replica not running the task sees it working,
+    not lost, and then sees its result."""
+    from types import SimpleNamespace
+
+    from test_mcp_2026 import modern
+
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    lb = SimpleNamespace(url=cluster.url)
+    r = modern(lb, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "shared"}},
+               caps=caps)
+    task_id = r["result"]["taskId"]
+    seen = []
+
+    def ended():
+        g = modern(lb, "tasks/get", {"taskId": task_id}, caps=caps, headers={"mcp-name": task_id})
+        seen.append(g["result"]["status"])
+        return g["result"] if seen[-1] != "working" else None
+
+    done = wait_for(ended, 60, f"task {task_id} to end")
+    assert done["status"] == "completed", (done, seen)
+    assert done["result"]["content"][0]["text"] == "shared: computed after 2 s"
+    # Round robin sent the polls to every replica while the task ran.
+    assert seen.count("working") >= REPLICAS, seen
 
 
 def test_the_result_cache_is_shared(cluster):

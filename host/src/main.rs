@@ -12,7 +12,11 @@ use hangar::{Hangar, server};
 
 /// mimalloc instead of glibc's malloc: a call allocates and frees many
 /// small objects on two threads, and glibc's arenas spent about a sixth of
-/// the echo profile's samples in malloc, free and consolidation.
+/// the echo profile's samples in malloc, free and consolidation. Its arenas
+/// are built without transparent huge pages (`no_thp`, host/Cargo.toml),
+/// which kept the idle RSS where glibc's was. Large blocks go back to the
+/// OS after mimalloc's purge delay, so one big guest result does not stay
+/// resident (glibc needed a fixed mmap threshold for that).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -96,23 +100,7 @@ enum Command {
     },
 }
 
-/// Makes glibc's allocator give large freed blocks back to the system.
-///
-/// By default glibc raises its mmap threshold to the size of any large block
-/// freed (up to 32 MiB), so after one big guest result every later block of
-/// a few MiB comes from the heap and stays resident when freed. Measured
-/// here: RSS stayed +27 MiB after output floods with the default, +5 MiB
-/// with a fixed 1 MiB threshold. Blocks that size are rare on the call path.
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
-}
-
 fn main() -> ExitCode {
-    tune_allocator();
     // reqwest is built without a TLS provider of its own (the upstream
     // client is handed Hangar's rustls config); the OTLP exporter's client
     // is not, so it takes the process default: ring, as everywhere else.

@@ -56,7 +56,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
             server.request_state_key.as_deref(),
             hangar.loader.cluster().cloned(),
         )
-        .with_tasks(hangar.loader.kv()),
+        .with_tasks(hangar.loader.kv(), hangar.loader.cluster().is_some()),
     );
     let rest = rest::router(rest::Rest {
         pipeline: hangar.pipeline.clone(),

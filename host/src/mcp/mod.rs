@@ -111,9 +111,19 @@ impl McpState {
         }
     }
 
-    /// Keeps tasks in `store` (the kv store); without one no call becomes a task.
-    pub fn with_tasks(mut self, store: Option<Arc<crate::wasm::kv::KvStore>>) -> McpState {
-        self.tasks = Arc::new(modern::Tasks::new(store));
+    /// Keeps tasks in `store` (the kv store); without one no call becomes a
+    /// task. `shared`: other replicas use the same store (`[cluster]`).
+    pub fn with_tasks(
+        mut self,
+        store: Option<Arc<crate::wasm::kv::KvStore>>,
+        shared: bool,
+    ) -> McpState {
+        let tasks = modern::Tasks::new(store);
+        self.tasks = Arc::new(if shared {
+            tasks.shared_by_replicas()
+        } else {
+            tasks
+        });
         self
     }
 

@@ -44,6 +44,12 @@ use crate::wasm::kv::KvStore;
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Where task records live in the kv store.
 const NAMESPACE: &str = "hangar/tasks";
+/// Where replicas sharing the store (`[cluster]`) say they are alive: one
+/// key per process, kept fresh while it runs.
+const BOOTS: &str = "hangar/task-boots";
+/// How long a replica's liveness key lasts, and how often it is renewed.
+const BOOT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const BOOT_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long a task is kept after it was created.
 const TTL_MS: u64 = 60 * 60 * 1000;
 /// How often a client is asked to poll.
@@ -117,6 +123,9 @@ fn now() -> String {
 pub struct Tasks {
     store: Option<Arc<KvStore>>,
     boot: String,
+    /// Other processes share the store (`[cluster]`): a task another
+    /// process runs is not lost just because this one did not start it.
+    shared: bool,
     running: Mutex<HashMap<String, CancelToken>>,
     /// Read-modify-write of a record is one at a time (a cancel and the
     /// end of the run must not overwrite each other).
@@ -131,10 +140,46 @@ impl Tasks {
         Tasks {
             store,
             boot: uuid::Uuid::new_v4().simple().to_string(),
+            shared: false,
             running: Mutex::new(HashMap::new()),
             writing: tokio::sync::Mutex::new(()),
             waiting: Default::default(),
         }
+    }
+
+    /// Tasks in a store other replicas share: this process keeps a
+    /// liveness key fresh (every 10 s, lasting 30 s), and a task left
+    /// unfinished by a process whose key is gone is the one reported
+    /// failed. Without this, any other process is a restarted one.
+    pub fn shared_by_replicas(mut self) -> Tasks {
+        self.shared = true;
+        if let (Some(store), Ok(runtime)) =
+            (self.store.clone(), tokio::runtime::Handle::try_current())
+        {
+            let boot = self.boot.clone();
+            runtime.spawn(async move {
+                let ttl = BOOT_TTL.as_millis() as u64;
+                loop {
+                    if let Err(e) = store.host_set(BOOTS, &boot, b"1".to_vec(), Some(ttl)).await {
+                        tracing::warn!("tasks: cannot renew this replica's liveness: {e:?}");
+                    }
+                    tokio::time::sleep(BOOT_RENEW).await;
+                }
+            });
+        }
+        self
+    }
+
+    /// Whether the process `boot` still runs (only replicas can tell; a
+    /// lone process that did not start a task outlived its runner).
+    async fn alive(&self, boot: &str) -> bool {
+        if !self.shared {
+            return false;
+        }
+        let Some(store) = &self.store else {
+            return false;
+        };
+        matches!(store.host_get(BOOTS, boot).await, Ok(Some(_)))
     }
 
     /// Whether tasks can be created (the kv store opened).
@@ -168,7 +213,8 @@ impl Tasks {
             Some(r) if r.owner == owner => r,
             _ => return Err(RpcError::invalid_params(format!("Unknown task: {id}"))),
         };
-        if !record.status.terminal() && record.boot != self.boot {
+        if !record.status.terminal() && record.boot != self.boot && !self.alive(&record.boot).await
+        {
             record.set(
                 Status::Failed,
                 Some("the server restarted while the task ran".into()),
