@@ -24,6 +24,8 @@ WORK = Path(tempfile.mkdtemp(prefix="hangar-bench-"))
 ECHO_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
 ECHO_REST = '{"text":"hello"}'
 PIPE_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p4.echo","arguments":{"text":" Hello "}}}'
+# The same pipeline with every stage's plugin opted into warm instances.
+PIPE_WARM_MCP = PIPE_MCP.replace("p4.echo", "p4w.echo")
 API_KEY = "bench-key"
 PY_FRESH = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"py.greet","arguments":{"name":"Ada"}}}'
 PY_WARM = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"warm.py.greet","arguments":{"name":"Ada"}}}'
@@ -204,6 +206,23 @@ instances = {{ reuse = true, max_calls = 100000, max_idle = "60s" }}
 name = "p4.echo"
 auth = {{ plugin = "api-key" }}
 mappers = {{ input = "normalize", output = "redact" }}
+
+# The 4-stage pipeline again, every plugin opted into warm instances.
+[plugins.api-key-warm]
+config = {{ keys = "bench={API_KEY}" }}
+instances = {{ reuse = true, max_calls = 100000 }}
+[plugins.normalize-warm]
+instances = {{ reuse = true, max_calls = 100000 }}
+[plugins.redact-warm]
+instances = {{ reuse = true, max_calls = 100000 }}
+[plugins.echo4w]
+prefix = "p4w."
+instances = {{ reuse = true, max_calls = 100000 }}
+
+[[tools]]
+name = "p4w.echo"
+auth = {{ plugin = "api-key-warm" }}
+mappers = {{ input = "normalize-warm", output = "redact-warm" }}
 {extra}
 """)
     return cfg
@@ -298,6 +317,9 @@ def main():
     for name in ("echo", "api-key", "normalize", "redact"):
         shutil.copy(ROOT / f"plugins/{name}.wasm", plugins / f"{name}.wasm")
     shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4.wasm")
+    for name in ("api-key", "normalize", "redact"):
+        shutil.copy(ROOT / f"plugins/{name}.wasm", plugins / f"{name}-warm.wasm")
+    shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4w.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet-warm.wasm")
     shutil.copy(TEST_PLUGINS / "http-fetch.wasm", plugins / "http-fetch.wasm")
@@ -330,6 +352,7 @@ def main():
     check_once(hangar.url + "/mcp", ECHO_MCP)
     check_once(hangar.url + "/tools/echo/call", ECHO_REST)
     check_once(hangar.url + "/mcp", PIPE_MCP, {"x-api-key": API_KEY})
+    check_once(hangar.url + "/mcp", PIPE_WARM_MCP, {"x-api-key": API_KEY})
     check_once(hangar.url + "/mcp", first_id)
     check_once(base + "/query", DB_BASE % 1)
     check_once(hangar.url + "/mcp", PY_FRESH)
@@ -343,6 +366,9 @@ def main():
          lua_script("echo-rest", ECHO_REST), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("4-stage pipeline (api-key auth, normalize, echo, redact), MCP", hangar.url + "/mcp",
          lua_script("pipe-mcp", PIPE_MCP, headers={"x-api-key": API_KEY}),
+         "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("4-stage pipeline, every stage's instances reused (opt-in), MCP", hangar.url + "/mcp",
+         lua_script("pipe-warm-mcp", PIPE_WARM_MCP, headers={"x-api-key": API_KEY}),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("Python tool (py.greet), fresh instance per call, MCP", hangar.url + "/mcp",
          lua_script("py-fresh", PY_FRESH), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),

@@ -12,7 +12,7 @@ HANGAR_BIN="$ROOT/target/release/hangar"
 # with that world only (a component must carry just the world it exports).
 TOOL_PLUGINS=(echo everything weather wordcount csv-report misbehave abuse stuck-list http-fetch kv-counter)
 AUTH_PLUGINS=(api-key jwt)
-MAPPER_PLUGINS=(redact normalize bad-mapper)
+MAPPER_PLUGINS=(redact normalize bad-mapper count-mapper)
 EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize)
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:server)
@@ -21,7 +21,7 @@ PY_TOOLS="$ROOT/target/py-tools"
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:server)
-TEST_ONLY_PLUGINS=(misbehave bad-mapper abuse stuck-list http-fetch kv-counter)
+TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter)
 
 log() { printf '==> %s\n' "$*" >&2; }
 

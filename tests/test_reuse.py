@@ -41,3 +41,25 @@ def test_limits_apply_to_every_reused_call(start_server):
         assert [count(c), count(c)] == [1, 2]
         r = c.call("spin", {})
         assert r["error"]["message"] == "handler: fuel exhausted (limit 50000000)"
+
+
+# Auth checks and mappers: the same opt-in, the same rules. count-mapper
+# appends how many payloads its instance has mapped to the text it maps.
+MAPPED_ECHO = '[[tools]]\nname = "echo"\nmappers = { input = "count-mapper" }\n'
+
+
+def mapped(c):
+    reply = c.call("echo", {"text": "hi"})
+    assert reply["result"]["isError"] is False, reply
+    return reply["result"]["content"][0]["text"]
+
+
+def test_a_mapper_gets_a_fresh_instance_by_default(start_server):
+    c = Mcp(start_server(plugins=("echo", "count-mapper"), config=MAPPED_ECHO).url)
+    assert [mapped(c) for _ in range(3)] == ["hi #1", "hi #1", "hi #1"]
+
+
+def test_a_mapper_opted_into_reuse_keeps_its_instance_until_max_calls(start_server):
+    config = MAPPED_ECHO + '[plugins.count-mapper]\ninstances = { reuse = true, max_calls = 3 }\n'
+    c = Mcp(start_server(plugins=("echo", "count-mapper"), config=config).url)
+    assert [mapped(c) for _ in range(5)] == ["hi #1", "hi #2", "hi #3", "hi #1", "hi #2"]

@@ -95,7 +95,7 @@ pub struct PluginConfig {
     pub config: BTreeMap<String, toml::Value>,
     /// Put before each of the plugin's tool names (e.g. `billing.`), to avoid collisions.
     pub prefix: Option<String>,
-    /// Warm-instance reuse (tool plugins): off by default, for isolation.
+    /// Warm-instance reuse (tools, auth checks and mappers): off by default, for isolation.
     #[serde(default)]
     pub instances: InstancesConfig,
     /// What the plugin may reach outside its sandbox; nothing by default.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::auth::AuthPre;
+use super::bindings::auth::{Auth, AuthPre};
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::sched::Scheduler;
 use super::stage::StageComponent;
@@ -14,8 +14,9 @@ use crate::call::{
 };
 use crate::config::Limits;
 
-/// An auth check, instantiated fresh for every call it guards.
-pub struct AuthPlugin(StageComponent<AuthPre<GuestState>>);
+/// An auth check, instantiated fresh for every call it guards (or kept warm
+/// between calls when the operator opted into `instances.reuse`).
+pub struct AuthPlugin(StageComponent<AuthPre<GuestState>, Auth>);
 
 impl AuthPlugin {
     pub fn new(
@@ -50,10 +51,14 @@ impl AuthPlugin {
         let events = EventSink::default();
         let out = self
             .0
-            .run(Stage::Auth, cx, limits, events, async |pre, store| {
-                let auth = pre.instantiate_async(&mut *store).await?;
-                auth.call_authenticate(&mut *store, &request, policy).await
-            })
+            .run(
+                Stage::Auth,
+                cx,
+                limits,
+                events,
+                async |pre, store| pre.instantiate_async(store).await,
+                async |auth, store| auth.call_authenticate(store, &request, policy).await,
+            )
             .await;
         let unauthorized = || CallError::new(Stage::Auth, ErrorKind::Unauthorized, "Unauthorized");
         match out {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::mapper::MapperPre;
+use super::bindings::mapper::{Mapper, MapperPre};
 use super::sched::Scheduler;
 use super::stage::StageComponent;
 use super::state::{self, GuestState, PluginMeta};
@@ -14,8 +14,9 @@ use super::tool::{output_within, wit_context};
 use crate::call::{CallContext, CallError, ErrorKind, Stage};
 use crate::config::Limits;
 
-/// A mapper, instantiated fresh for every payload it maps.
-pub struct MapperPlugin(StageComponent<MapperPre<GuestState>>);
+/// A mapper, instantiated fresh for every payload it maps (or kept warm
+/// between payloads when the operator opted into `instances.reuse`).
+pub struct MapperPlugin(StageComponent<MapperPre<GuestState>, Mapper>);
 
 impl MapperPlugin {
     pub fn new(
@@ -58,10 +59,14 @@ impl MapperPlugin {
         let wit_cx = wit_context(cx);
         let answer = self
             .0
-            .run(stage, cx, limits, cx.events.clone(), async |pre, store| {
-                let mapper = pre.instantiate_async(&mut *store).await?;
-                mapper.call_map(&mut *store, &wit_cx, &payload).await
-            })
+            .run(
+                stage,
+                cx,
+                limits,
+                cx.events.clone(),
+                async |pre, store| pre.instantiate_async(store).await,
+                async |mapper, store| mapper.call_map(store, &wit_cx, &payload).await,
+            )
             .await
             .and_then(|out| {
                 if let Ok(text) = &out {

@@ -1,11 +1,13 @@
 //! `StageComponent`: what an auth check and a mapper share. Each run gets a
-//! slot in the stages pool, a fresh store under the stage's limits, one
-//! exported function called, its stderr logged and its fate settled into a
-//! [`CallError`] when it traps, overruns or is cancelled.
+//! slot in the stages pool, a fresh store under the stage's limits (or, when
+//! the plugin opted into `instances.reuse`, a warm instance re-armed with
+//! them), one exported function called, its stderr logged and its fate
+//! settled into a [`CallError`] when it traps, overruns or is cancelled.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{Engine, Store};
 
 use super::limits;
@@ -15,21 +17,38 @@ use crate::call::{CallContext, CallError, EventSink, Stage};
 use crate::config::Limits;
 
 /// A loaded stage component: its pre-linked instance `P` (the bindings'
-/// `AuthPre` or `MapperPre`), instantiated fresh for every run.
-pub struct StageComponent<P> {
+/// `AuthPre` or `MapperPre`) and, when the operator opted into reuse, idle
+/// instances `B` (the bindings' `Auth` or `Mapper`) kept between runs.
+pub struct StageComponent<P, B> {
     pub meta: PluginMeta,
     pub pre: P,
     engine: Engine,
     sched: Arc<Scheduler>,
+    warm: Mutex<Vec<Warm<B>>>,
 }
 
-impl<P> StageComponent<P> {
+/// A live stage instance: its store, its exports and the slot it occupies.
+struct Live<B> {
+    store: Store<GuestState>,
+    exports: B,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// An instance kept between runs (opt-in reuse); it keeps its slot.
+struct Warm<B> {
+    live: Live<B>,
+    runs: u32,
+    idle_since: Instant,
+}
+
+impl<P, B> StageComponent<P, B> {
     pub fn new(meta: PluginMeta, pre: P, engine: Engine, sched: Arc<Scheduler>) -> Self {
         StageComponent {
             meta,
             pre,
             engine,
             sched,
+            warm: Mutex::new(Vec::new()),
         }
     }
 
@@ -37,20 +56,62 @@ impl<P> StageComponent<P> {
         &self.meta.name
     }
 
-    /// Runs `call` (instantiate, then call one export) in a new store.
-    /// `Ok` holds what the export returned, including the guest's own
-    /// error value; `Err` is the host's verdict (trap, fuel, deadline,
-    /// memory, cancellation, no free slot).
+    /// Runs `call` on an instance: a warm one when reuse is on and one is
+    /// idle, else one `instantiate` makes in a new store. `Ok` holds what the
+    /// export returned, including the guest's own error value; `Err` is the
+    /// host's verdict (trap, fuel, deadline, memory, cancellation, no free
+    /// slot). Only an instance whose run ended cleanly is kept.
     pub async fn run<T>(
         &self,
         stage: Stage,
         cx: &CallContext,
         limits: &Limits,
         events: EventSink,
-        call: impl AsyncFnOnce(&P, &mut Store<GuestState>) -> wasmtime::Result<T>,
+        instantiate: impl AsyncFnOnce(&P, &mut Store<GuestState>) -> wasmtime::Result<B>,
+        call: impl AsyncFnOnce(&B, &mut Store<GuestState>) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
+        let (mut live, runs) = match self.take_warm() {
+            Some(mut warm) => {
+                let store = &mut warm.live.store;
+                store
+                    .data_mut()
+                    .reset_for_call(limits, events, super::tool::trace(cx));
+                limits::arm(store, limits, &cx.cancel, &self.sched);
+                (warm.live, warm.runs)
+            }
+            None => (
+                self.instantiate(stage, cx, limits, events, instantiate)
+                    .await?,
+                0,
+            ),
+        };
+        let deadline = live.store.data().deadline;
+        let out = limits::bounded(
+            deadline,
+            limits,
+            &cx.cancel,
+            stage,
+            call(&live.exports, &mut live.store),
+        )
+        .await;
+        limits::log_stderr(&live.store);
+        // A trapped, timed-out or cancelled instance is never kept.
+        let out = limits::settle(out, &live.store, stage, limits, &cx.cancel)?;
+        self.give_back(live, runs + 1);
+        Ok(out)
+    }
+
+    /// A new instance in a slot of the stages pool, in a store armed with `limits`.
+    async fn instantiate(
+        &self,
+        stage: Stage,
+        cx: &CallContext,
+        limits: &Limits,
+        events: EventSink,
+        instantiate: impl AsyncFnOnce(&P, &mut Store<GuestState>) -> wasmtime::Result<B>,
+    ) -> Result<Live<B>, CallError> {
         let until = Instant::now() + limits.queue_timeout;
-        let _slot = self.sched.slot(Pool::Stages, until, stage).await?;
+        let slot = self.sched.slot(Pool::Stages, until, stage).await?;
         let mut store = state::store(
             &self.engine,
             &self.meta,
@@ -66,10 +127,44 @@ impl<P> StageComponent<P> {
             limits,
             &cx.cancel,
             stage,
-            call(&self.pre, &mut store),
+            instantiate(&self.pre, &mut store),
         )
         .await;
         limits::log_stderr(&store);
-        limits::settle(out, &store, stage, limits, &cx.cancel)
+        let exports = limits::settle(out, &store, stage, limits, &cx.cancel)?;
+        Ok(Live {
+            store,
+            exports,
+            _slot: slot,
+        })
+    }
+
+    /// A warm instance that has not been idle too long, if reuse is on.
+    fn take_warm(&self) -> Option<Warm<B>> {
+        let reuse = self.meta.reuse.as_ref()?;
+        let mut pool = self.warm.lock().unwrap();
+        pool.retain(|w| w.idle_since.elapsed() < reuse.max_idle);
+        pool.pop()
+    }
+
+    /// Keeps an instance that finished a run cleanly, unless reuse is off,
+    /// it has served its runs or the pool is full.
+    fn give_back(&self, live: Live<B>, runs: u32) {
+        let Some(reuse) = &self.meta.reuse else {
+            return;
+        };
+        if runs >= reuse.max_calls {
+            return;
+        }
+        // An idle instance must not hold up the long-running lane.
+        live.store.data().turn.release();
+        let mut pool = self.warm.lock().unwrap();
+        if pool.len() < reuse.pool_size {
+            pool.push(Warm {
+                live,
+                runs,
+                idle_since: Instant::now(),
+            });
+        }
     }
 }
