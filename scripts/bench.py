@@ -26,6 +26,8 @@ ECHO_REST = '{"text":"hello"}'
 PIPE_MCP = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p4.echo","arguments":{"text":" Hello "}}}'
 # The same pipeline with every stage's plugin opted into warm instances.
 PIPE_WARM_MCP = PIPE_MCP.replace("p4.echo", "p4w.echo")
+# The echo tool of a plugin opted into warm instances.
+ECHO_WARM_MCP = ECHO_MCP.replace('"echo"', '"w.echo"')
 API_KEY = "bench-key"
 PY_FRESH = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"py.greet","arguments":{"name":"Ada"}}}'
 PY_WARM = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"warm.py.greet","arguments":{"name":"Ada"}}}'
@@ -218,6 +220,9 @@ instances = {{ reuse = true, max_calls = 100000 }}
 [plugins.echo4w]
 prefix = "p4w."
 instances = {{ reuse = true, max_calls = 100000 }}
+[plugins.echow]
+prefix = "w."
+instances = {{ reuse = true, max_calls = 100000 }}
 
 [[tools]]
 name = "p4w.echo"
@@ -320,6 +325,7 @@ def main():
     for name in ("api-key", "normalize", "redact"):
         shutil.copy(ROOT / f"plugins/{name}.wasm", plugins / f"{name}-warm.wasm")
     shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echo4w.wasm")
+    shutil.copy(ROOT / "plugins/echo.wasm", plugins / "echow.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet-warm.wasm")
     shutil.copy(TEST_PLUGINS / "http-fetch.wasm", plugins / "http-fetch.wasm")
@@ -353,6 +359,7 @@ def main():
     check_once(hangar.url + "/tools/echo/call", ECHO_REST)
     check_once(hangar.url + "/mcp", PIPE_MCP, {"x-api-key": API_KEY})
     check_once(hangar.url + "/mcp", PIPE_WARM_MCP, {"x-api-key": API_KEY})
+    check_once(hangar.url + "/mcp", ECHO_WARM_MCP)
     check_once(hangar.url + "/mcp", first_id)
     check_once(base + "/query", DB_BASE % 1)
     check_once(hangar.url + "/mcp", PY_FRESH)
@@ -361,6 +368,9 @@ def main():
     check_once(base + "/fetch", "{}")
     scenarios = [
         ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
+         "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
+        ("Rust wasm echo, instances reused (opt-in), MCP", hangar.url + "/mcp",
+         lua_script("echo-warm-mcp", ECHO_WARM_MCP),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
         ("Rust wasm echo, REST POST /tools/echo/call", hangar.url + "/tools/echo/call",
          lua_script("echo-rest", ECHO_REST), "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
