@@ -186,6 +186,9 @@ max_instances = 512
 kind = "postgres"
 url = "{DATABASE_URL}"
 pool_size = 16
+# Plain TCP, as the baseline's pool (NoTls): with the default `prefer`, a
+# server with ssl = on would make this side alone pay for TLS on both ends.
+sslmode = "disable"
 
 [[tools]]
 name = "bench.item"

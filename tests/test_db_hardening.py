@@ -270,6 +270,27 @@ use = "main"
 statement = "SELECT current_setting('hangar.secret', true) AS v"
 
 [[tools]]
+name = "ro.set_then_fail"
+description = "Sets a session variable, then fails (division by zero)"
+use = "main"
+statement = "SELECT set_config('hangar.secret', {{{{ inputs.v }}}}, false) || (1 / (random() * 0)::int)::text AS v"
+inputs.v = {{ type = "string", required = true }}
+
+[[tools]]
+name = "ro.lock"
+description = "Takes a session-level advisory lock"
+use = "main"
+statement = "SELECT pg_try_advisory_lock({{{{ inputs.k }}}}) AS locked"
+inputs.k = {{ type = "integer", required = true }}
+
+[[tools]]
+name = "ro.lock_then_fail"
+description = "Takes a session-level advisory lock, then fails (division by zero)"
+use = "main"
+statement = "SELECT pg_try_advisory_lock({{{{ inputs.k }}}})::int + 1 / (random() * 0)::int AS locked"
+inputs.k = {{ type = "integer", required = true }}
+
+[[tools]]
 name = "rw.set"
 description = "Sets a session variable, as a writer"
 use = "main"
@@ -340,6 +361,31 @@ def test_session_settings_do_not_leak_to_the_next_call(mcp, setter, getter):
     assert rows(mcp.call(setter, {"v": "alice-only"})) == [{"v": "alice-only"}]
     [row] = rows(mcp.call(getter, {}))
     assert row["v"] in (None, ""), row
+
+
+def test_failed_read_only_statement_leaves_no_session_state(mcp):
+    # The statement's error aborts its transaction: the rollback that ends
+    # the call must still undo what it set, on the (only) connection that
+    # the next calls get.
+    assert "division by zero" in error(mcp.call("ro.set_then_fail", {"v": "bob-only"}), "connector")
+    [row] = rows(mcp.call("ro.get", {}))
+    assert row["v"] in (None, ""), row
+    assert "read-only transaction" in error(mcp.call("ro.insert", {"v": "eve"}), "connector")
+    assert canary() == "a,b"
+
+
+def advisory_locks_held(key):
+    return int(psql(f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = {key}"))
+
+
+def test_read_only_call_keeps_no_advisory_lock(mcp):
+    key = 70_000 + os.getpid() % 10_000
+    assert rows(mcp.call("ro.lock", {"k": key})) == [{"locked": True}]
+    assert advisory_locks_held(key) == 0
+    assert "division by zero" in error(mcp.call("ro.lock_then_fail", {"k": key}), "connector")
+    assert advisory_locks_held(key) == 0
+    assert rows(mcp.call("ro.lock", {"k": key})) == [{"locked": True}]
+    assert advisory_locks_held(key) == 0
 
 
 def test_writer_session_reset_keeps_the_configured_timeout(mcp):

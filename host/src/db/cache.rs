@@ -25,6 +25,33 @@ const ENTRY_OVERHEAD: u64 = 128;
 /// arguments, and no two argument lists share one.
 pub type Key = [u8; 32];
 
+/// What every key of one tool's results starts with, its name and
+/// statement, already hashed: a call hashes only its bound values, on a
+/// copy of this state (the name and statement alone fill a SHA-256 block).
+#[derive(Clone)]
+pub struct KeyPrefix(Sha256);
+
+impl KeyPrefix {
+    pub fn new(name: &str, sql: &str) -> KeyPrefix {
+        let mut h = Sha256::new();
+        for part in [name, sql] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        KeyPrefix(h)
+    }
+
+    /// The key of the result of a call with `params`: the name, statement
+    /// and values, each length-prefixed so no two lists run together.
+    pub fn key(&self, params: &[Value]) -> Key {
+        let mut h = self.0.clone();
+        let values = serde_json::to_vec(params).expect("values serialize");
+        h.update((values.len() as u64).to_le_bytes());
+        h.update(&values);
+        h.finalize().into()
+    }
+}
+
 pub struct ResultCache<T> {
     ttl: Duration,
     max_entry_bytes: u64,
@@ -108,16 +135,9 @@ impl<T> ResultCache<T> {
 
     /// The key of a result: name (of the tool or resource), statement and
     /// bound values, each length-prefixed so no two lists run together.
+    #[cfg(test)]
     pub fn key(&self, name: &str, sql: &str, params: &[Value]) -> Key {
-        let mut h = Sha256::new();
-        for part in [name, sql] {
-            h.update((part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
-        let values = serde_json::to_vec(params).expect("values serialize");
-        h.update((values.len() as u64).to_le_bytes());
-        h.update(&values);
-        h.finalize().into()
+        KeyPrefix::new(name, sql).key(params)
     }
 
     /// A live entry; an expired one counts as a miss and is dropped.

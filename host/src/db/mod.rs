@@ -23,7 +23,7 @@ use crate::config::{
     CacheConfig, Config, ConnectorConfig, InputSpec, InputType, ResourceConfig, ToolConfig,
 };
 pub use cache::CacheStats;
-use cache::ResultCache;
+use cache::{KeyPrefix, ResultCache};
 use inputs::Inputs;
 use template::{Compiled, ParamStyle, TemplateError};
 
@@ -162,8 +162,6 @@ impl Connectors {
 pub struct DbTool {
     /// `tool NAME` or `resource URI`, for messages.
     label: String,
-    /// The tool's name or the resource's URI (template): the cache key's start.
-    name: String,
     inputs: Inputs,
     /// The compiled statement, or why it cannot run (a missing env variable).
     statement: Result<Compiled, TemplateError>,
@@ -171,6 +169,9 @@ pub struct DbTool {
     read_only: bool,
     max_rows: usize,
     cache: Option<ResultCache<Served>>,
+    /// The start of its cache keys, the tool's name or the resource's URI
+    /// (template) and the statement (with `cache` and a statement only).
+    key_prefix: Option<KeyPrefix>,
     /// The cache's second tier (`[cluster]`), with `cache` only.
     shared: Option<Arc<crate::cluster::Cluster>>,
     /// Of a resource's contents.
@@ -327,9 +328,13 @@ impl DbTool {
         {
             anyhow::bail!("{label}: {}", (spec.unbound)(unbound));
         }
+        let key_prefix = match (&compiled, spec.cache) {
+            (Ok(c), Some(_)) => Some(KeyPrefix::new(spec.name, &c.sql)),
+            _ => None,
+        };
         Ok(DbTool {
             label,
-            name: spec.name.to_string(),
+            key_prefix,
             inputs,
             statement: compiled,
             connector,
@@ -481,10 +486,7 @@ impl DbTool {
                 .map(|p| blobs.get(p).cloned())
                 .collect()
         };
-        let key = self
-            .cache
-            .as_ref()
-            .map(|c| c.key(&self.name, &statement.sql, &params));
+        let key = self.key_prefix.as_ref().map(|p| p.key(&params));
         if let (Some(cache), Some(key)) = (&self.cache, &key) {
             if let Some(hit) = cache.get(key) {
                 return Ok(hit);
