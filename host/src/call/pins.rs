@@ -70,21 +70,23 @@ pub fn refusal(pins: &Pins, mode: Pinning, def: &ToolDef) -> Option<CallError> {
     ))
 }
 
+/// A tool `up.t` whose definition differs only by its description: what
+/// the pinning tests here and in `mcp::pins` list and call.
+#[cfg(test)]
+pub(crate) fn def(description: &str) -> ToolDef {
+    ToolDef {
+        name: "up.t".into(),
+        title: None,
+        description: description.into(),
+        input_schema: serde_json::json!({ "type": "object" }),
+        output_schema: None,
+        annotations: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn def(description: &str) -> ToolDef {
-        ToolDef {
-            name: "up.t".into(),
-            title: None,
-            description: description.into(),
-            input_schema: json!({ "type": "object" }),
-            output_schema: None,
-            annotations: None,
-        }
-    }
 
     #[test]
     fn the_first_definition_is_pinned_and_a_change_is_refused_under_block() {

@@ -77,7 +77,8 @@ impl Cluster {
     /// One subscription, until its connection ends.
     async fn receive(&self, handler: &Handler) -> Result<()> {
         let mut pubsub = self
-            .client
+            .link
+            .client()
             .get_async_pubsub()
             .await
             .map_err(|e| self.error(e))?;

@@ -14,6 +14,7 @@
 
 pub mod bus;
 pub mod cache;
+pub mod link;
 pub mod rate;
 pub mod sessions;
 
@@ -21,12 +22,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, FromRedisValue};
+use redis::FromRedisValue;
+use redis::aio::ConnectionManager;
 use serde::Serialize;
-use tokio::sync::OnceCell;
 
 use crate::config::ClusterConfig;
+use link::RedisLink;
 
 /// How long one Redis request may take before the replica stops waiting and
 /// falls back to what it holds in-process.
@@ -48,11 +49,9 @@ pub type Result<T> = std::result::Result<T, ClusterError>;
 
 /// The connection to the shared Redis and the cluster's key space.
 pub struct Cluster {
-    client: Client,
-    manager: OnceCell<ConnectionManager>,
+    /// The connection, shared with kv when kv lives in this Redis.
+    link: Arc<RedisLink>,
     prefix: String,
-    /// `host:port`, never the credentials, for messages.
-    addr: String,
     /// This replica's id: what `/healthz` shows, and how bus messages say
     /// who sent them.
     node: String,
@@ -74,18 +73,21 @@ impl Cluster {
     /// Parses the URL; connects on first use (a Redis that is down at start
     /// does not stop the replica).
     pub fn open(config: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
-        let client = Client::open(config.redis.as_str())
+        let link = RedisLink::open(config.redis.as_str(), TIMEOUT, TIMEOUT)
             .map_err(|e| anyhow::anyhow!("[cluster] redis is not a Redis URL ({e:?})"))?;
-        let addr = client.get_connection_info().addr().to_string();
         Ok(Arc::new(Cluster {
-            client,
-            manager: OnceCell::new(),
+            link,
             prefix: config.prefix.clone(),
-            addr,
             node: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             reachable: AtomicBool::new(true),
             rate: redis::Script::new(rate::GCRA),
         }))
+    }
+
+    /// The connection to the shared Redis, for another user of the same
+    /// server (kv when `[kv]` names no other), so the process holds one.
+    pub fn link(&self) -> &Arc<RedisLink> {
+        &self.link
     }
 
     pub fn node(&self) -> &str {
@@ -112,29 +114,18 @@ impl Cluster {
         }
     }
 
-    /// The shared connection, made on first use and retried on each request
-    /// until made; after that it reconnects by itself.
+    /// The shared connection (see [`RedisLink::connection`]).
     async fn connection(&self) -> Result<ConnectionManager> {
-        let connect = || async {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(TIMEOUT))
-                .set_response_timeout(Some(TIMEOUT))
-                .set_number_of_retries(1);
-            let made = ConnectionManager::new_with_config(self.client.clone(), config);
-            match tokio::time::timeout(TIMEOUT, made).await {
-                Ok(Ok(m)) => Ok(m),
-                Ok(Err(e)) => Err(self.error(e)),
-                Err(_) => Err(ClusterError(format!(
-                    "redis at {}: cannot connect",
-                    self.addr
-                ))),
-            }
-        };
-        self.manager.get_or_try_init(connect).await.cloned()
+        self.link.connection().await.map_err(ClusterError)
+    }
+
+    /// `host:port` of the shared Redis, for messages.
+    fn addr(&self) -> &str {
+        self.link.addr()
     }
 
     fn error(&self, e: redis::RedisError) -> ClusterError {
-        ClusterError(format!("redis at {}: {e}", self.addr))
+        ClusterError(format!("redis at {}: {e}", self.addr()))
     }
 
     /// Records whether Redis answered; says so in the log when it changes.
@@ -142,7 +133,7 @@ impl Cluster {
         let ok = outcome.is_ok();
         if self.reachable.swap(ok, Ordering::Relaxed) != ok {
             match &outcome {
-                Ok(_) => tracing::info!(redis = %self.addr, "cluster: redis reachable again"),
+                Ok(_) => tracing::info!(redis = %self.addr(), "cluster: redis reachable again"),
                 Err(e) => tracing::warn!("cluster: {e}; serving degraded (in-process state only)"),
             }
         }
@@ -156,7 +147,7 @@ impl Cluster {
             match tokio::time::timeout(TIMEOUT, cmd.query_async::<T>(&mut con)).await {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) => Err(self.error(e)),
-                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr))),
+                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr()))),
             }
         }
         .await;
@@ -170,7 +161,7 @@ impl Cluster {
             match tokio::time::timeout(TIMEOUT, pipe.query_async::<T>(&mut con)).await {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) => Err(self.error(e)),
-                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr))),
+                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr()))),
             }
         }
         .await;
@@ -187,7 +178,7 @@ impl Cluster {
             match tokio::time::timeout(TIMEOUT, invocation.invoke_async::<T>(&mut con)).await {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) => Err(self.error(e)),
-                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr))),
+                Err(_) => Err(ClusterError(format!("redis at {}: no answer", self.addr()))),
             }
         }
         .await;

@@ -84,32 +84,60 @@ fn is_loopback(name: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// An `MCP-Protocol-Version` header, when present, must name a supported version.
-pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
-    match headers.get("mcp-protocol-version") {
-        None => Ok(()),
+/// The header every revision's client sends its protocol version in.
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// What the `MCP-Protocol-Version` header says, read in one place for every
+/// check of it: the 2025 guard ([`check_version`]), the choice of revision
+/// (`modern::era`) and the modern check against `_meta`
+/// (`modern::headers::check_version`, which decodes the value first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionHeader<'a> {
+    /// Not sent.
+    Absent,
+    /// One of [`SUPPORTED_VERSIONS`], the 2025 revisions.
+    Legacy(&'a str),
+    /// Anything else: a modern revision or one nobody knows. A value that is
+    /// not visible ASCII reads as `""`.
+    Other(&'a str),
+}
+
+/// Reads and sorts the `MCP-Protocol-Version` header.
+pub fn version_header(headers: &HeaderMap) -> VersionHeader<'_> {
+    match headers.get(VERSION_HEADER) {
+        None => VersionHeader::Absent,
         Some(v) => {
             let v = v.to_str().unwrap_or_default();
             if SUPPORTED_VERSIONS.contains(&v) {
-                Ok(())
+                VersionHeader::Legacy(v)
             } else {
-                Err(Refusal::Version(v.to_string()))
+                VersionHeader::Other(v)
             }
         }
     }
 }
 
+/// An `MCP-Protocol-Version` header, when present, must name a supported version.
+pub fn check_version(headers: &HeaderMap) -> Result<(), Refusal> {
+    match version_header(headers) {
+        VersionHeader::Other(v) => Err(Refusal::Version(v.to_string())),
+        VersionHeader::Absent | VersionHeader::Legacy(_) => Ok(()),
+    }
+}
+
+/// A header map of `pairs`, for the tests of every module that checks headers.
+#[cfg(test)]
+pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(*k, v.parse().unwrap());
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
-        }
-        h
-    }
 
     #[test]
     fn loopback_is_allowed_and_others_are_not() {
@@ -164,5 +192,10 @@ mod tests {
         assert!(check_version(&headers(&[])).is_ok());
         assert!(check_version(&headers(&[("mcp-protocol-version", "2025-03-26")])).is_ok());
         assert!(check_version(&headers(&[("mcp-protocol-version", "1999-01-01")])).is_err());
+        let h = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        assert_eq!(version_header(&h), VersionHeader::Other("2026-07-28"));
+        let h = headers(&[("mcp-protocol-version", "2025-11-25")]);
+        assert_eq!(version_header(&h), VersionHeader::Legacy("2025-11-25"));
+        assert_eq!(version_header(&headers(&[])), VersionHeader::Absent);
     }
 }

@@ -37,18 +37,7 @@ pub fn listed(pins: Option<&Pins>, mode: Pinning, session: &str, def: &ToolDef) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::pins::refusal;
-
-    fn def(description: &str) -> ToolDef {
-        ToolDef {
-            name: "up.t".into(),
-            title: None,
-            description: description.into(),
-            input_schema: json!({ "type": "object" }),
-            output_schema: None,
-            annotations: None,
-        }
-    }
+    use crate::pipeline::pins::{def, refusal};
 
     #[test]
     fn the_first_definition_is_pinned_and_a_change_is_marked() {

@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 
 use crate::catalog::Annotations;
 use crate::pipeline::{
-    CallContext, CallError, ErrorKind, Live, RequestInfo, ToolResult, Transport, meta,
+    CallContext, CallError, ErrorKind, Live, Pipeline, Principal, RequestInfo, ToolResult,
+    Transport, meta,
 };
 
 /// What the REST handlers share.
@@ -60,9 +61,7 @@ async fn openapi_json(
     token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/openapi.json", &headers, client, token);
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline.listing_principal(&cx).await;
+    let (pipeline, principal) = listing(&rest, "/openapi.json", &headers, client, token).await;
     let listed = pipeline.listed(principal.as_ref());
     let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
@@ -110,16 +109,29 @@ fn context(
     cx
 }
 
+/// The pipeline in service and who asks it for a listing: what every
+/// listing handler (tools, one tool, the OpenAPI document, resources,
+/// prompts) starts with, so each lists what that caller may see.
+async fn listing(
+    rest: &Rest,
+    path: &str,
+    headers: &HeaderMap,
+    client: SocketAddr,
+    token: Token,
+) -> (Arc<Pipeline>, Option<Principal>) {
+    let cx = context(rest, "GET", path, headers, client, token);
+    let pipeline = rest.pipeline.current();
+    let principal = pipeline.listing_principal(&cx).await;
+    (pipeline, principal)
+}
+
 async fn list(
     State(rest): State<Arc<Rest>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline
-        .listing_principal(&context(&rest, "GET", "/tools", &headers, client, token))
-        .await;
+    let (pipeline, principal) = listing(&rest, "/tools", &headers, client, token).await;
     let listed = pipeline.listed(principal.as_ref());
     let tools: Vec<Summary> = listed
         .iter()
@@ -140,16 +152,8 @@ async fn describe(
     token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(
-        &rest,
-        "GET",
-        &format!("/tools/{name}"),
-        &headers,
-        client,
-        token,
-    );
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline.listing_principal(&cx).await;
+    let path = format!("/tools/{name}");
+    let (pipeline, principal) = listing(&rest, &path, &headers, client, token).await;
     let listed = pipeline.listed(principal.as_ref());
     match listed.into_iter().find(|d| d.name == name) {
         Some(def) => Json(def).into_response(),

@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Rest, Token, Traced, context, error, retry_later};
+use super::{Rest, Token, Traced, context, error, listing, retry_later};
 use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
@@ -95,9 +95,7 @@ async fn list_resources(
     token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/resources", &headers, client, token);
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline.listing_principal(&cx).await;
+    let (pipeline, principal) = listing(&rest, "/resources", &headers, client, token).await;
     Json(Resources {
         resources: pipeline.listed_resources(principal.as_ref()),
         resource_templates: pipeline.listed_templates(principal.as_ref()),
@@ -111,9 +109,7 @@ async fn list_prompts(
     token: Token,
     headers: HeaderMap,
 ) -> Response {
-    let cx = context(&rest, "GET", "/prompts", &headers, client, token);
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline.listing_principal(&cx).await;
+    let (pipeline, principal) = listing(&rest, "/prompts", &headers, client, token).await;
     Json(Prompts {
         prompts: pipeline.listed_prompts(principal.as_ref()),
     })

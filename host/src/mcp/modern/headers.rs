@@ -10,6 +10,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::HEADER_MISMATCH;
+use crate::mcp::guard;
 use crate::mcp::jsonrpc::RpcError;
 
 fn mismatch(message: String) -> RpcError {
@@ -40,9 +41,11 @@ fn value(headers: &HeaderMap, name: &str) -> Result<Option<String>, RpcError> {
     }
 }
 
-/// `MCP-Protocol-Version` must be sent and equal `_meta`'s version.
+/// `MCP-Protocol-Version` must be sent and equal `_meta`'s version. Unlike
+/// the 2025 guard's reading ([`guard::version_header`]) the value is
+/// decoded first, as every mirrored header is.
 pub fn check_version(headers: &HeaderMap, version: &str) -> Result<(), RpcError> {
-    match value(headers, "mcp-protocol-version")? {
+    match value(headers, guard::VERSION_HEADER)? {
         None => Err(mismatch(
             "the MCP-Protocol-Version header is required".into(),
         )),
@@ -91,15 +94,8 @@ pub fn check_method(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::guard::headers;
     use serde_json::json;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
-        }
-        h
-    }
 
     #[test]
     fn names_are_compared_after_decoding() {

@@ -26,6 +26,7 @@ pub use rounds::Rounds;
 pub use state::{StateKey, digest};
 pub use tasks::Tasks;
 
+use super::guard::{VersionHeader, version_header};
 use super::jsonrpc::RpcError;
 
 /// Modern revisions this server speaks, newest first.
@@ -58,19 +59,17 @@ pub enum Era {
 /// modern shape (`UnsupportedProtocolVersion` lists every revision), which
 /// both eras' clients can read.
 pub fn era(headers: &HeaderMap, params: Option<&Map<String, Value>>) -> Era {
-    match headers
-        .get("mcp-protocol-version")
-        .map(|v| v.to_str().unwrap_or_default())
-    {
-        Some(v) if super::SUPPORTED_VERSIONS.contains(&v) => Era::Legacy,
-        Some(_) => Era::Modern,
-        None if params
-            .and_then(|p| p.get("_meta"))
-            .is_some_and(|m| m.get(VERSION_KEY).is_some()) =>
+    match version_header(headers) {
+        VersionHeader::Legacy(_) => Era::Legacy,
+        VersionHeader::Other(_) => Era::Modern,
+        VersionHeader::Absent
+            if params
+                .and_then(|p| p.get("_meta"))
+                .is_some_and(|m| m.get(VERSION_KEY).is_some()) =>
         {
             Era::Modern
         }
-        None => Era::Legacy,
+        VersionHeader::Absent => Era::Legacy,
     }
 }
 
@@ -172,14 +171,7 @@ pub fn complete(mut result: Value, method: &str, private: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
-        }
-        h
-    }
+    use crate::mcp::guard::headers;
 
     fn meta(version: &str) -> Map<String, Value> {
         json!({ "_meta": {

@@ -24,6 +24,7 @@ use wasmtime::component::{HasSelf, Linker};
 use super::bindings::tool::hangar::plugin::kv as wit;
 pub use super::bindings::tool::hangar::plugin::kv::KvError;
 use super::state::GuestState;
+use crate::cluster::link::RedisLink;
 
 /// `[kv]` in `hangar.toml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -139,11 +140,23 @@ impl std::fmt::Debug for KvStore {
     }
 }
 
+/// A Redis connection the process already holds, and the URL it was made
+/// from: the cluster's, which kv shares when its own URL is the same (as
+/// it is with `[cluster]` and no `[kv]`), so the process opens one.
+pub struct OpenRedis<'a> {
+    pub url: &'a str,
+    pub link: Arc<RedisLink>,
+}
+
 /// Checks `[kv]` and opens its backend. `None` with a problem when it
 /// cannot be used (kv calls then fail with `unavailable`); a Redis server
 /// that does not answer yet is a problem too, but the store is kept and
 /// connects when it can.
-pub async fn open(config: &KvConfig, cache_dir: &Path) -> (Option<Arc<KvStore>>, Vec<String>) {
+pub async fn open(
+    config: &KvConfig,
+    cache_dir: &Path,
+    open_redis: Option<OpenRedis<'_>>,
+) -> (Option<Arc<KvStore>>, Vec<String>) {
     if let Err(e) = config.check() {
         return (None, vec![e]);
     }
@@ -159,7 +172,11 @@ pub async fn open(config: &KvConfig, cache_dir: &Path) -> (Option<Arc<KvStore>>,
                 Ok(url) => url,
                 Err(e) => return (None, vec![format!("url: {e}")]),
             };
-            match redis::Redis::open(&url, &config.prefix) {
+            let made = match open_redis {
+                Some(held) if held.url == url => Ok(redis::Redis::over(held.link, &config.prefix)),
+                _ => redis::Redis::open(&url, &config.prefix),
+            };
+            match made {
                 Ok(b) => {
                     if let Err(e) = b.ping().await {
                         problems.push(e);
@@ -376,7 +393,7 @@ mod tests {
             max_value_bytes: 8,
             ..KvConfig::default()
         };
-        let (store, problems) = open(&config, &dir).await;
+        let (store, problems) = open(&config, &dir, None).await;
         assert!(problems.is_empty(), "{problems:?}");
         let store = store.unwrap();
         let too_large = |r: Result<()>| matches!(r, Err(KvError::TooLarge(_)));

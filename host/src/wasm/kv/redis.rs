@@ -16,18 +16,21 @@
 //! removes the key and its index entry in one `MULTI`. A key written to
 //! Redis by someone else is not in the index and does not count.
 //!
-//! The connection is made on first use and retried on each call until it
-//! succeeds; after that the connection manager reconnects by itself. Every
-//! request is bounded by a response timeout, and the call by its deadline.
+//! The connection is a [`RedisLink`]: made on first use and retried on each
+//! call until it succeeds; after that the connection manager reconnects by
+//! itself. Every request is bounded by a response timeout, and the call by
+//! its deadline. When kv lives in the cluster's Redis it speaks through the
+//! cluster's link (and its timeouts), so the process holds one connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{Client, Script, Value};
+use ::redis::aio::ConnectionManager;
+use ::redis::{Script, Value};
 use futures::future::BoxFuture;
-use tokio::sync::OnceCell;
 
 use super::{Backend, KvError, Result};
+use crate::cluster::link::RedisLink;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -78,29 +81,30 @@ return {0, n}
 "#;
 
 pub struct Redis {
-    client: Client,
-    manager: OnceCell<ConnectionManager>,
+    link: Arc<RedisLink>,
     prefix: String,
     set: Script,
     increment: Script,
-    /// `host:port` (never the credentials), for messages.
-    addr: String,
 }
 
 impl Redis {
     /// Parses the URL; connects later.
     pub fn open(url: &str, prefix: &str) -> std::result::Result<Redis, String> {
         // The URL may hold a password: the error does not quote it.
-        let client = Client::open(url).map_err(|e| format!("url is not a Redis URL ({e:?})"))?;
-        let addr = client.get_connection_info().addr().to_string();
-        Ok(Redis {
-            client,
-            manager: OnceCell::new(),
+        let link = RedisLink::open(url, TIMEOUT, TIMEOUT * 2)
+            .map_err(|e| format!("url is not a Redis URL ({e:?})"))?;
+        Ok(Redis::over(link, prefix))
+    }
+
+    /// Keys under `prefix`, through a connection already open (the
+    /// cluster's, when kv lives in the same Redis).
+    pub fn over(link: Arc<RedisLink>, prefix: &str) -> Redis {
+        Redis {
+            link,
             prefix: prefix.to_owned(),
             set: Script::new(SET),
             increment: Script::new(INCREMENT),
-            addr,
-        })
+        }
     }
 
     /// Connects and sends `PING`: whether the server answers now.
@@ -110,33 +114,18 @@ impl Redis {
         let pong = ping.query_async::<String>(&mut con);
         match tokio::time::timeout(TIMEOUT, pong).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("redis at {}: {e}", self.addr)),
-            Err(_) => Err(format!("redis at {}: no answer to PING", self.addr)),
+            Ok(Err(e)) => Err(format!("redis at {}: {e}", self.link.addr())),
+            Err(_) => Err(format!("redis at {}: no answer to PING", self.link.addr())),
         }
     }
 
     /// The shared connection, made on first use.
     async fn connection(&self) -> Result<ConnectionManager> {
-        let connect = || async {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(TIMEOUT))
-                .set_response_timeout(Some(TIMEOUT))
-                .set_number_of_retries(1);
-            let made = ConnectionManager::new_with_config(self.client.clone(), config);
-            match tokio::time::timeout(TIMEOUT * 2, made).await {
-                Ok(Ok(m)) => Ok(m),
-                Ok(Err(e)) => Err(self.unavailable(e)),
-                Err(_) => Err(KvError::Unavailable(format!(
-                    "redis at {}: cannot connect",
-                    self.addr
-                ))),
-            }
-        };
-        self.manager.get_or_try_init(connect).await.cloned()
+        self.link.connection().await.map_err(KvError::Unavailable)
     }
 
     fn unavailable(&self, e: ::redis::RedisError) -> KvError {
-        KvError::Unavailable(format!("redis at {}: {e}", self.addr))
+        KvError::Unavailable(format!("redis at {}: {e}", self.link.addr()))
     }
 
     /// The plugin's part of the key space: `<prefix>:{<escaped plugin>}`.
@@ -259,7 +248,7 @@ impl Backend for Redis {
     }
 
     fn describe(&self) -> String {
-        format!("redis at {}, keys under {}:", self.addr, self.prefix)
+        format!("redis at {}, keys under {}:", self.link.addr(), self.prefix)
     }
 }
 
