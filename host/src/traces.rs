@@ -4,7 +4,10 @@
 //! no endpoint set nothing is built and [`tracer`] is `None`: the pipeline
 //! then makes no span at all. This module owns the process's tracer
 //! provider (set once at startup, flushed by [`Traces::shutdown`]); the
-//! spans themselves are made by `pipeline::observe`.
+//! spans themselves are made by `pipeline::observe`. The SDK's own
+//! warnings reach the log: a failed export, and spans thrown away because
+//! the batch queue was full (the exporter thread fell behind), counted
+//! again at shutdown (`dropped_span_count`).
 
 use std::sync::OnceLock;
 
