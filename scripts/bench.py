@@ -147,6 +147,19 @@ def drive(url, script, calls, connections):
     return sent
 
 
+def warn_dropped_spans(*servers):
+    """Says so when a stopped traced server threw spans away (its batch
+    queue was full: the exporter thread got too little of the cores): its
+    figure then leaves out part of the cost of exporting them. The SDK
+    logs the count when the server shuts down."""
+    for server in servers:
+        text = Path(server.log.name).read_text(errors="replace")
+        dropped = sum(int(n) for n in re.findall(r"dropped_span_count\W*(\d+)", text))
+        if dropped:
+            print(f"warning: {server.log.name} dropped {dropped} spans (batch queue full); "
+                  "the traced figure is optimistic", flush=True)
+
+
 def check_once(url, body, headers=None):
     """One request by hand first: a scenario must measure successes, and a
     JSON-RPC error also comes with HTTP 200."""
@@ -424,6 +437,7 @@ def main():
                    "spans at the OTLP route")
         for server in (observed, sampled, counted, unobserved):
             server.stop()
+        warn_dropped_spans(observed, sampled)
 
         # Per-call latency of the wasm echo on one connection (no queueing).
         echo_latency = wrk(hangar.url + "/mcp", lua_script("echo-1", ECHO_MCP), args.seconds, 1, threads=1)
@@ -452,6 +466,7 @@ def main():
         if args.only:
             for server in (observed, sampled, counted, unobserved):
                 server.stop()
+            warn_dropped_spans(observed, sampled)
     if args.only:
         return
 

@@ -4,7 +4,10 @@
 //! no endpoint set nothing is built and [`tracer`] is `None`: the pipeline
 //! then makes no span at all. This module owns the process's tracer
 //! provider (set once at startup, flushed by [`Traces::shutdown`]); the
-//! spans themselves are made by `pipeline::observe`.
+//! spans themselves are made by `pipeline::observe`. The SDK's own
+//! warnings reach the log: a failed export, and spans thrown away because
+//! the batch queue was full (the exporter thread fell behind), counted
+//! again at shutdown (`dropped_span_count`).
 
 use std::sync::OnceLock;
 
@@ -69,9 +72,18 @@ impl Traces {
     }
 }
 
+/// The W3C header that names a call's parent span.
+static TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
+
 /// The parent an incoming W3C `traceparent` (and `tracestate`) names, from
 /// request headers as the call context keeps them (names lower-cased).
+/// Without a `traceparent` the call starts a trace of its own: the common
+/// case, answered by one lookup of a prebuilt header name rather than the
+/// propagator's parse of the name and clone of the current context.
 pub fn incoming_parent(headers: &axum::http::HeaderMap) -> opentelemetry::Context {
+    if !headers.contains_key(&TRACEPARENT) {
+        return opentelemetry::Context::new();
+    }
     TraceContextPropagator::new().extract(&Headers(headers))
 }
 

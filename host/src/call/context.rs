@@ -346,8 +346,10 @@ pub struct CallContext {
     /// What the call's guests consumed, for metrics.
     pub usage: CallUsage,
     /// The span a call made inside this one continues (a meta-tool's
-    /// inner call): set by the pipeline while a traced call runs.
-    pub trace_parent: Option<opentelemetry::Context>,
+    /// inner call): the running stage's, set by the pipeline while a traced
+    /// call runs. A span context, not a `Context`: most calls make no inner
+    /// call, and the context is built only by one that does.
+    pub trace_parent: Option<opentelemetry::trace::SpanContext>,
     /// The definitions the caller's MCP session pinned (`[server] pinning`).
     pub pins: Option<Arc<super::pins::Pins>>,
 }
