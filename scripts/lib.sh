@@ -4,6 +4,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GUEST_OUT="$ROOT/target/wasm32-wasip2/guest"
+SLIM_OUT="$ROOT/target/wasm32-unknown-unknown/guest"
 TEST_PLUGINS="$ROOT/target/test-plugins"
 HANGAR_BIN="$ROOT/target/release/hangar"
 
@@ -22,14 +23,35 @@ PY_TOOLS="$ROOT/target/py-tools"
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:server)
 TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter)
+# Rust plugins that need no WASI, built slim: for wasm32-unknown-unknown, so
+# the component imports nothing from WASI and a fresh instance costs less
+# (docs/plugins.md). bad-mapper covers a slim guest's panic; misbehave, a
+# WASI guest's.
+SLIM_PLUGINS=(echo api-key normalize redact bad-mapper)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
 ensure_toolchain() {
-  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
-    log "installing the wasm32-wasip2 target"
-    rustup target add wasm32-wasip2
-  fi
+  local installed target
+  installed="$(rustup target list --installed 2>/dev/null || true)"
+  for target in wasm32-wasip2 wasm32-unknown-unknown; do
+    if ! grep -qx "$target" <<<"$installed"; then
+      log "installing the $target target"
+      rustup target add "$target"
+    fi
+  done
+}
+
+# True when plugin $1 is built slim.
+is_slim() {
+  local s
+  for s in "${SLIM_PLUGINS[@]}"; do [ "$s" = "$1" ] && return 0; done
+  return 1
+}
+
+# Where plugin $1's component is built.
+guest_wasm() {
+  if is_slim "$1"; then echo "$SLIM_OUT/${1//-/_}.wasm"; else echo "$GUEST_OUT/${1//-/_}.wasm"; fi
 }
 
 # Builds every guest component and puts it where it is loaded from.
@@ -38,14 +60,22 @@ build_plugins() {
   local group p
   for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS; do
     local -n members="$group"
-    local args=()
-    for p in "${members[@]}"; do args+=(-p "$p"); done
+    local wasi=() slim=()
+    for p in "${members[@]}"; do
+      if is_slim "$p"; then slim+=(-p "$p"); else wasi+=(-p "$p"); fi
+    done
     log "building plugins: ${members[*]}"
-    (cd "$ROOT" && cargo build --quiet --target wasm32-wasip2 --profile guest "${args[@]}")
+    if [ ${#wasi[@]} -gt 0 ]; then
+      (cd "$ROOT" && cargo build --quiet --target wasm32-wasip2 --profile guest "${wasi[@]}")
+    fi
+    # The linker and initial memory for this target are in .cargo/config.toml.
+    if [ ${#slim[@]} -gt 0 ]; then
+      (cd "$ROOT" && cargo build --quiet --target wasm32-unknown-unknown --profile guest "${slim[@]}")
+    fi
   done
   mkdir -p "$TEST_PLUGINS"
-  for p in "${EXAMPLE_PLUGINS[@]}"; do cp "$GUEST_OUT/${p//-/_}.wasm" "$ROOT/plugins/$p.wasm"; done
-  for p in "${TEST_ONLY_PLUGINS[@]}"; do cp "$GUEST_OUT/${p//-/_}.wasm" "$TEST_PLUGINS/$p.wasm"; done
+  for p in "${EXAMPLE_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$ROOT/plugins/$p.wasm"; done
+  for p in "${TEST_ONLY_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$TEST_PLUGINS/$p.wasm"; done
   build_py_plugins
   build_js_plugins
 }

@@ -3,9 +3,15 @@
 //! Implement [`Tool`] for a type — `list_tools` says what the component
 //! offers, `call_tool` runs one call — and export it with [`export_tool!`].
 //! Build with `cargo build --target wasm32-wasip2 --release` and drop the
-//! `.wasm` into Hangar's `plugins/` directory. See the crate README.
+//! `.wasm` into Hangar's `plugins/` directory. A component that needs no
+//! WASI (no files, clocks, randomness or outbound HTTP) can be built
+//! "slim" for `wasm32-unknown-unknown` instead, which makes every fresh
+//! instance cheaper. See the crate README.
 
 pub use serde_json::{self, Value, json};
+
+#[cfg(target_os = "unknown")]
+mod slim;
 
 /// Raw bindings of the `hangar:plugin/tool` world, generated from `wit/`.
 #[cfg(feature = "tool")]

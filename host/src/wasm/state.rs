@@ -72,7 +72,8 @@ const MAX_RANDOM_BYTES: u64 = 1 << 20;
 /// call's deadline and lane turn, and where the guest's log and progress
 /// calls go.
 pub struct GuestState {
-    wasi: WasiCtx,
+    /// Built on the guest's first WASI call (see [`GuestState::with_preopens`]).
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) stderr: StderrCapture,
@@ -112,24 +113,15 @@ impl GuestState {
         preopens: &Preopens,
     ) -> anyhow::Result<GuestState> {
         let stderr = StderrCapture::default();
-        let mut builder = WasiCtx::builder();
-        builder
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .max_random_size(MAX_RANDOM_BYTES);
-        for (host, guest, writable) in &preopens.dirs {
-            let perms = if *writable {
-                wasmtime_wasi::FsPerms::ReadWrite
-            } else {
-                wasmtime_wasi::FsPerms::ReadOnly
-            };
-            builder
-                .preopened_dir(host, guest, perms)
-                .map_err(|e| anyhow::anyhow!("cannot mount {guest}: {e}"))?;
-        }
-        let wasi = builder.build();
+        // Most calls never touch WASI (and a slim component cannot): the
+        // context, which seeds a random generator from the OS, is built on
+        // first use — except when folders are mounted, so that a folder that
+        // cannot be opened fails the call up front.
+        let wasi = if preopens.is_empty() {
+            None
+        } else {
+            Some(wasi_ctx(&stderr, preopens)?)
+        };
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_WASI_RESOURCES);
         let mut http = HttpCall::new(plugin.name.clone(), plugin.http.clone());
@@ -164,10 +156,37 @@ impl GuestState {
     }
 }
 
+/// WASI with nothing granted but `preopens`: no network, no environment, no
+/// stdin; stdout dropped, stderr into `stderr`.
+fn wasi_ctx(stderr: &StderrCapture, preopens: &Preopens) -> anyhow::Result<WasiCtx> {
+    let mut builder = WasiCtx::builder();
+    builder
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .max_random_size(MAX_RANDOM_BYTES);
+    for (host, guest, writable) in &preopens.dirs {
+        let perms = if *writable {
+            wasmtime_wasi::FsPerms::ReadWrite
+        } else {
+            wasmtime_wasi::FsPerms::ReadOnly
+        };
+        builder
+            .preopened_dir(host, guest, perms)
+            .map_err(|e| anyhow::anyhow!("cannot mount {guest}: {e}"))?;
+    }
+    Ok(builder.build())
+}
+
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr = &self.stderr;
+        let wasi = self.wasi.get_or_insert_with(|| {
+            wasi_ctx(stderr, &Preopens::default()).expect("a context without folders cannot fail")
+        });
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: wasi,
             table: &mut self.table,
         }
     }
@@ -188,6 +207,13 @@ impl wasmtime_wasi_http::WasiHttpView for GuestState {
 impl host::Host for GuestState {
     fn log(&mut self, level: host::LogLevel, message: String) {
         let level = LogLevel::from(level);
+        // A slim guest has no stderr: its SDK's panic hook reports the panic
+        // here, and it is kept where a WASI guest's panic would be written,
+        // so the call's error names it the same way.
+        if level == LogLevel::Error && message.starts_with("panicked at ") {
+            self.stderr.write_line(&message);
+            return;
+        }
         self.plugin.log.line(&self.plugin.name, level, &message);
         self.events.log(level, &self.plugin.name, &message);
     }

@@ -30,6 +30,13 @@ struct Captured {
 }
 
 impl StderrCapture {
+    /// Adds `line` as if the guest had written it to stderr: a slim guest
+    /// (no WASI) reports its panics through `host.log` instead.
+    pub fn write_line(&self, line: &str) {
+        self.append(line.as_bytes());
+        self.append(b"\n");
+    }
+
     fn append(&self, bytes: &[u8]) {
         let mut c = self.0.lock().unwrap();
         if bytes.len() >= CAPTURE {
