@@ -18,6 +18,7 @@ mod stage;
 mod state;
 mod stderr;
 mod tool;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! them), one exported function called, its stderr logged and its fate
 //! settled into a [`CallError`] when it traps, overruns or is cancelled.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -13,6 +13,7 @@ use wasmtime::{Engine, Store};
 use super::limits;
 use super::sched::{Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta};
+use super::warm::{Pooled, WarmPool};
 use crate::call::{CallContext, CallError, EventSink, Stage};
 use crate::config::Limits;
 
@@ -24,7 +25,7 @@ pub struct StageComponent<P, B> {
     pub pre: P,
     engine: Engine,
     sched: Arc<Scheduler>,
-    warm: Mutex<Vec<Warm<B>>>,
+    warm: WarmPool<Live<B>>,
 }
 
 /// A live stage instance: its store, its exports and the slot it occupies.
@@ -34,21 +35,20 @@ struct Live<B> {
     _slot: OwnedSemaphorePermit,
 }
 
-/// An instance kept between runs (opt-in reuse); it keeps its slot.
-struct Warm<B> {
-    live: Live<B>,
-    runs: u32,
-    idle_since: Instant,
+impl<B> Pooled for Live<B> {
+    fn store(&self) -> &Store<GuestState> {
+        &self.store
+    }
 }
 
 impl<P, B> StageComponent<P, B> {
     pub fn new(meta: PluginMeta, pre: P, engine: Engine, sched: Arc<Scheduler>) -> Self {
         StageComponent {
+            warm: WarmPool::new(meta.reuse.clone()),
             meta,
             pre,
             engine,
             sched,
-            warm: Mutex::new(Vec::new()),
         }
     }
 
@@ -70,14 +70,14 @@ impl<P, B> StageComponent<P, B> {
         instantiate: impl AsyncFnOnce(&P, &mut Store<GuestState>) -> wasmtime::Result<B>,
         call: impl AsyncFnOnce(&B, &mut Store<GuestState>) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
-        let (mut live, runs) = match self.take_warm() {
-            Some(mut warm) => {
-                let store = &mut warm.live.store;
+        let (mut live, runs) = match self.warm.take() {
+            Some((mut live, runs)) => {
+                let store = &mut live.store;
                 store
                     .data_mut()
                     .reset_for_call(limits, events, super::tool::trace(cx));
                 limits::arm(store, limits, &cx.cancel, &self.sched);
-                (warm.live, warm.runs)
+                (live, runs)
             }
             None => (
                 self.instantiate(stage, cx, limits, events, instantiate)
@@ -97,7 +97,7 @@ impl<P, B> StageComponent<P, B> {
         limits::log_stderr(&live.store);
         // A trapped, timed-out or cancelled instance is never kept.
         let out = limits::settle(out, &live.store, stage, limits, &cx.cancel)?;
-        self.give_back(live, runs + 1);
+        self.warm.give_back(live, runs + 1);
         Ok(out)
     }
 
@@ -137,34 +137,5 @@ impl<P, B> StageComponent<P, B> {
             exports,
             _slot: slot,
         })
-    }
-
-    /// A warm instance that has not been idle too long, if reuse is on.
-    fn take_warm(&self) -> Option<Warm<B>> {
-        let reuse = self.meta.reuse.as_ref()?;
-        let mut pool = self.warm.lock().unwrap();
-        pool.retain(|w| w.idle_since.elapsed() < reuse.max_idle);
-        pool.pop()
-    }
-
-    /// Keeps an instance that finished a run cleanly, unless reuse is off,
-    /// it has served its runs or the pool is full.
-    fn give_back(&self, live: Live<B>, runs: u32) {
-        let Some(reuse) = &self.meta.reuse else {
-            return;
-        };
-        if runs >= reuse.max_calls {
-            return;
-        }
-        // An idle instance must not hold up the long-running lane.
-        live.store.data().turn.release();
-        let mut pool = self.warm.lock().unwrap();
-        if pool.len() < reuse.pool_size {
-            pool.push(Warm {
-                live,
-                runs,
-                idle_since: Instant::now(),
-            });
-        }
     }
 }

@@ -5,7 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -18,6 +18,7 @@ use super::limits;
 use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta, Preopens};
+use super::warm::{Pooled, WarmPool};
 use crate::call::{Annotations, ToolDef};
 use crate::call::{
     CallContext, CallError, CancelToken, Content, ErrorKind, EventSink, ResourceContents, Stage,
@@ -37,7 +38,7 @@ pub struct ToolPlugin {
     pub(super) offers: Offers,
     pub(super) sched: Arc<Scheduler>,
     /// Idle warm instances, when the plugin opted into reuse.
-    warm: Mutex<Vec<Warm>>,
+    warm: WarmPool<Instance>,
 }
 
 /// A live instance with the instance slot it occupies.
@@ -47,11 +48,10 @@ pub(super) struct Instance {
     _slot: OwnedSemaphorePermit,
 }
 
-/// An instance kept between calls (opt-in reuse); it keeps its slot.
-struct Warm {
-    instance: Instance,
-    calls: u32,
-    idle_since: Instant,
+impl Pooled for Instance {
+    fn store(&self) -> &Store<GuestState> {
+        &self.store
+    }
 }
 
 impl ToolPlugin {
@@ -68,12 +68,12 @@ impl ToolPlugin {
             anyhow::bail!("exports neither tools nor resources, prompts or completions");
         }
         Ok(ToolPlugin {
+            warm: WarmPool::new(meta.reuse.clone()),
             meta,
             pre,
             tools,
             offers,
             sched,
-            warm: Mutex::new(Vec::new()),
         })
     }
 
@@ -125,18 +125,18 @@ impl ToolPlugin {
             None => None,
         };
         let warm = if preopens.is_empty() {
-            self.take_warm()
+            self.warm.take()
         } else {
             None
         };
         let (mut inst, calls) = match warm {
-            Some(mut w) => {
-                let store = &mut w.instance.store;
+            Some((mut inst, calls)) => {
+                let store = &mut inst.store;
                 store
                     .data_mut()
                     .reset_for_call(limits, cx.events.clone(), trace(cx));
                 limits::arm(store, limits, &cx.cancel, &self.sched);
-                (w.instance, w.calls)
+                (inst, calls)
             }
             None => {
                 let inst = self
@@ -167,7 +167,7 @@ impl ToolPlugin {
         // A trapped, timed-out or cancelled instance is never reused.
         let out = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
         if preopens.is_empty() {
-            self.give_back(inst, calls + 1);
+            self.warm.give_back(inst, calls + 1);
         }
         match out {
             Ok(result) => {
@@ -186,35 +186,6 @@ impl ToolPlugin {
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("the component offers no tools"))?;
         indices.load(&mut inst.store, &inst.instance)
-    }
-
-    /// A warm instance that has not been idle too long, if reuse is on.
-    fn take_warm(&self) -> Option<Warm> {
-        let reuse = self.meta.reuse.as_ref()?;
-        let mut pool = self.warm.lock().unwrap();
-        pool.retain(|w| w.idle_since.elapsed() < reuse.max_idle);
-        pool.pop()
-    }
-
-    /// Keeps an instance that finished a call cleanly, unless it has served
-    /// its calls or the pool is full.
-    fn give_back(&self, instance: Instance, calls: u32) {
-        let Some(reuse) = &self.meta.reuse else {
-            return;
-        };
-        if calls >= reuse.max_calls {
-            return;
-        }
-        // An idle instance must not hold up the long-running lane.
-        instance.store.data().turn.release();
-        let mut pool = self.warm.lock().unwrap();
-        if pool.len() < reuse.pool_size {
-            pool.push(Warm {
-                instance,
-                calls,
-                idle_since: Instant::now(),
-            });
-        }
     }
 
     /// A fresh instance in a slot of the tool pool (waiting until `until` for one).

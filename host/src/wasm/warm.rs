@@ -1,0 +1,72 @@
+//! `WarmPool`: the idle instances of a plugin whose operator opted into
+//! `instances.reuse`. Tools, auth checks and mappers keep theirs the same
+//! way: an instance is taken for one call at a time, given back only when
+//! that call ended cleanly, and let go once it has served `max_calls`
+//! calls, sat idle past `max_idle`, or finds the pool holding `pool_size`.
+//! A kept instance keeps its slot in the instance pool.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use wasmtime::Store;
+
+use super::state::GuestState;
+use crate::config::InstancesConfig;
+
+/// A live instance the pool can keep: what it needs is the instance's store.
+pub(super) trait Pooled {
+    fn store(&self) -> &Store<GuestState>;
+}
+
+/// Idle instances of type `T` (a tool's `Instance`, a stage's `Live`).
+pub(super) struct WarmPool<T> {
+    /// The plugin's reuse settings; `None` when it did not opt in.
+    reuse: Option<InstancesConfig>,
+    idle: Mutex<Vec<Idle<T>>>,
+}
+
+struct Idle<T> {
+    instance: T,
+    /// Calls served so far.
+    calls: u32,
+    since: Instant,
+}
+
+impl<T: Pooled> WarmPool<T> {
+    pub(super) fn new(reuse: Option<InstancesConfig>) -> WarmPool<T> {
+        WarmPool {
+            reuse,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// An idle instance and the calls it has served, if reuse is on and one
+    /// has not been idle too long (those that have are dropped here).
+    pub(super) fn take(&self) -> Option<(T, u32)> {
+        let reuse = self.reuse.as_ref()?;
+        let mut idle = self.idle.lock().unwrap();
+        idle.retain(|w| w.since.elapsed() < reuse.max_idle);
+        idle.pop().map(|w| (w.instance, w.calls))
+    }
+
+    /// Keeps `instance`, whose call — its `calls`th — ended cleanly, unless
+    /// reuse is off, it has served its calls or the pool is full.
+    pub(super) fn give_back(&self, instance: T, calls: u32) {
+        let Some(reuse) = &self.reuse else {
+            return;
+        };
+        if calls >= reuse.max_calls {
+            return;
+        }
+        // An idle instance must not hold up the long-running lane.
+        instance.store().data().turn.release();
+        let mut idle = self.idle.lock().unwrap();
+        if idle.len() < reuse.pool_size {
+            idle.push(Idle {
+                instance,
+                calls,
+                since: Instant::now(),
+            });
+        }
+    }
+}
