@@ -1,0 +1,101 @@
+//! What files are called: the area (session or principal) they belong to,
+//! the names a file may have, its media type, and names in URLs.
+
+use sha2::{Digest, Sha256};
+
+/// Longest file name kept.
+const MAX_NAME_BYTES: usize = 255;
+
+/// Whose files: an MCP session's (its id), or, without a session, an
+/// authenticated principal's (`p-` and a hash of the subject). A call
+/// with neither gets an area of its own (`c-<call id>`): its artifacts
+/// are reachable only by their download URLs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Area(String);
+
+impl Area {
+    /// The area of a caller; `None` for an anonymous one.
+    pub fn of(session_id: Option<&str>, subject: Option<&str>) -> Option<Area> {
+        if let Some(id) = session_id.filter(|s| safe_component(s)) {
+            return Some(Area(id.to_string()));
+        }
+        let digest = hex::encode(Sha256::digest(subject?.as_bytes()));
+        Some(Area(format!("p-{}", &digest[..32])))
+    }
+
+    pub(super) fn of_call(call_id: &str) -> Area {
+        Area(format!("c-{call_id}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Letters, digits, `-` and `_`: safe as one path component and in a URI.
+pub(super) fn safe_component(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Why a file name is refused, if it is: names are kept as they are, so
+/// they must be one plain path component.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a file needs a name".into());
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!("file name over {MAX_NAME_BYTES} bytes"));
+    }
+    if name == "." || name == ".." || name.starts_with('.') {
+        return Err(format!("file name {name:?} may not start with a dot"));
+    }
+    if name
+        .chars()
+        .any(|c| c == '/' || c == '\\' || c.is_control())
+    {
+        return Err(format!(
+            "file name {name:?} may not hold slashes or control characters"
+        ));
+    }
+    Ok(())
+}
+
+/// The media type of a file, by its extension.
+pub fn mime_type(name: &str) -> &'static str {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "txt" | "log" => "text/plain",
+        "md" => "text/markdown",
+        "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "xml" => "application/xml",
+        "pdf" => "application/pdf",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "svg" => "image/svg+xml",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
