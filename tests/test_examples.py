@@ -100,3 +100,13 @@ def test_postgres_example_serves_the_same_tools(workdir):
     finally:
         s.stop()
         psql("DROP TABLE IF EXISTS products")
+
+
+@pytest.mark.parametrize("name", ["echo", "api-key", "normalize", "redact"])
+def test_slim_example_plugins_import_nothing_from_wasi(name):
+    """The Rust examples that need no WASI are built for wasm32-unknown-unknown
+    (scripts/lib.sh SLIM_PLUGINS): no WASI interface is named anywhere in the
+    component, where a wasm32-wasip2 build of the same SDK names several."""
+    assert b"wasi:" not in (ROOT / "plugins" / f"{name}.wasm").read_bytes()
+    # The check can fail: a plugin built for wasm32-wasip2 names std's imports.
+    assert b"wasi:cli/" in (ROOT / "plugins" / "wordcount.wasm").read_bytes()
