@@ -1,0 +1,106 @@
+//! The session's life outside tool calls: `initialize` and what the server
+//! offers, client notifications (`notifications/cancelled`), and
+//! `logging/setLevel`.
+
+use axum::http::HeaderValue;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::jsonrpc::RpcError;
+use super::session::{ClientAsks, Session};
+use super::{
+    McpState, Request, SESSION_HEADER, SUPPORTED_VERSIONS, guard, replicas, reply, reply_error,
+};
+use crate::pipeline::LogLevel;
+
+pub(super) async fn initialize(
+    st: &McpState,
+    id: &Value,
+    params: &Map<String, Value>,
+    owner: Option<String>,
+) -> Response {
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let version = requested
+        .filter(|v| SUPPORTED_VERSIONS.contains(v))
+        .unwrap_or(guard::LATEST_VERSION);
+    let session = st
+        .sessions
+        .open(
+            ClientAsks::from_capabilities(params.get("capabilities")),
+            owner,
+            version,
+        )
+        .await;
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": capabilities(st),
+        "serverInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
+    });
+    let mut response = reply(id, &result);
+    response.headers_mut().insert(
+        SESSION_HEADER,
+        HeaderValue::from_str(&session.id).expect("session ids are ASCII"),
+    );
+    response
+}
+
+/// What the server offers now: `listChanged` is true because a reload
+/// (plugins or config changed, SIGHUP) sends `notifications/*/list_changed`
+/// on the session's GET stream; `subscribe` is true because resource
+/// updates are sent there too.
+pub(super) fn capabilities(st: &McpState) -> Value {
+    let pipeline = st.pipeline.current();
+    let offered = pipeline.catalog().offered();
+    let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
+    let artifacts = pipeline.catalog().produces_artifacts();
+    if !offered.resources.is_empty() || !offered.templates.is_empty() || artifacts {
+        caps["resources"] = json!({ "subscribe": true, "listChanged": true });
+    }
+    if !offered.prompts.is_empty() {
+        caps["prompts"] = json!({ "listChanged": true });
+    }
+    if offered.completes() {
+        caps["completions"] = json!({});
+    }
+    caps
+}
+
+/// A notification from the client: `notifications/cancelled` stops the
+/// call it names, here or (`[cluster]`) on the replica that runs it.
+pub(super) async fn notification(
+    st: &McpState,
+    session: Option<&Session>,
+    method: &str,
+    params: &Map<String, Value>,
+) {
+    if method == "notifications/cancelled"
+        && let (Some(session), Some(request_id)) = (session, params.get("requestId"))
+        && !session.cancel(request_id)
+    {
+        match &st.cluster {
+            Some(cluster) => replicas::pass_cancel(cluster, &session.id, request_id).await,
+            None => tracing::debug!(%request_id, "cancel for a request that is not running"),
+        }
+    }
+}
+
+pub(super) async fn set_level(st: &McpState, req: &Request<'_>) -> Response {
+    let level = req
+        .params
+        .get("level")
+        .and_then(|l| serde_json::from_value::<LogLevel>(l.clone()).ok());
+    match (level, &req.session) {
+        (None, _) => reply_error(
+            &req.id,
+            &RpcError::invalid_params(
+                "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+            ),
+        ),
+        (Some(level), Some(session)) => {
+            st.sessions.set_log_level(session, level).await;
+            reply(&req.id, &json!({}))
+        }
+        // Without a session there is nowhere to keep the level.
+        (Some(_), None) => reply(&req.id, &json!({})),
+    }
+}

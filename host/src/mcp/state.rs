@@ -1,0 +1,120 @@
+//! `McpState`: what the `/mcp` handlers share — the pipeline in service,
+//! the sessions, the questions waiting for clients' answers, the tasks —
+//! and how it is built.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::asks::Asks;
+use super::guard::OriginPolicy;
+use super::session::{self, SessionReport, Sessions};
+use super::{modern, replicas};
+use crate::cluster::Cluster;
+use crate::config::ErrorStyle;
+use crate::pipeline::Live;
+
+/// What the `/mcp` handlers share.
+pub struct McpState {
+    /// The pipeline in service; each request takes its current one once.
+    pub pipeline: Live,
+    pub policy: OriginPolicy,
+    pub page_size: usize,
+    pub errors: ErrorStyle,
+    pub trace_ids: bool,
+    pub(super) sessions: Sessions,
+    /// Questions sent to clients, waiting for their answers.
+    pub(super) asks: Asks,
+    /// Turns true at shutdown: `subscriptions/listen` streams end gracefully.
+    pub(super) closing: tokio::sync::watch::Sender<bool>,
+    /// Seals the `requestState` of input-required rounds.
+    pub(super) state_key: Arc<modern::StateKey>,
+    /// The replicas' shared Redis (`[cluster]`).
+    pub(super) cluster: Option<Arc<Cluster>>,
+    /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
+    pub(super) tasks: Arc<modern::Tasks>,
+}
+
+impl McpState {
+    /// `max_sessions` live at once, each forgotten after `session_timeout`
+    /// unused; `state_key` seals input-required rounds (random when `None`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        pipeline: Live,
+        policy: OriginPolicy,
+        page_size: usize,
+        errors: ErrorStyle,
+        trace_ids: bool,
+        max_sessions: usize,
+        session_timeout: Duration,
+        state_key: Option<&str>,
+        cluster: Option<Arc<Cluster>>,
+    ) -> McpState {
+        let sessions =
+            Sessions::with_on_end(max_sessions, session_timeout, session_ended(&pipeline))
+                .shared_by(cluster.clone());
+        let asks = Asks::default();
+        if let Some(cluster) = &cluster {
+            let changes = pipeline.current().changes().clone();
+            changes.forward_to(replicas::to_other_replicas(cluster));
+            cluster.listen(replicas::from_other_replicas(
+                sessions.clone(),
+                asks.clone(),
+                changes,
+                cluster.node().to_string(),
+            ));
+        }
+        McpState {
+            policy,
+            page_size,
+            errors,
+            trace_ids,
+            sessions,
+            pipeline,
+            asks,
+            cluster,
+            closing: tokio::sync::watch::Sender::new(false),
+            state_key: Arc::new(modern::StateKey::new(state_key)),
+            tasks: Arc::new(modern::Tasks::new(None)),
+        }
+    }
+
+    /// Keeps tasks in `store` (the kv store); without one no call becomes a
+    /// task. `shared`: other replicas use the same store (`[cluster]`).
+    pub fn with_tasks(
+        mut self,
+        store: Option<Arc<crate::wasm::kv::KvStore>>,
+        shared: bool,
+    ) -> McpState {
+        let tasks = modern::Tasks::new(store);
+        self.tasks = Arc::new(if shared {
+            tasks.shared_by_replicas()
+        } else {
+            tasks
+        });
+        self
+    }
+
+    /// Ends the sessions' GET streams (at shutdown).
+    pub fn end_streams(&self) {
+        self.sessions.end_streams();
+        self.closing.send_replace(true);
+    }
+
+    /// Whether session `id` is live and belongs to `owner` (the subject of
+    /// the request's bearer token, if any).
+    pub async fn session_exists(&self, id: &str, owner: Option<&str>) -> bool {
+        self.sessions.find(id, owner).await.is_some()
+    }
+
+    /// How many sessions are live, and how many were forgotten.
+    pub fn session_report(&self) -> SessionReport {
+        self.sessions.report()
+    }
+}
+
+/// What ends with an MCP session: its upstream sessions, in the catalog in
+/// service then.
+fn session_ended(pipeline: &Live) -> session::OnEnd {
+    let pipeline = pipeline.clone();
+    Arc::new(move |id: &str| pipeline.current().session_ended(id))
+}
