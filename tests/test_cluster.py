@@ -152,6 +152,10 @@ def refused(addr: str) -> bool:
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # The dying process's listener took the SYN and was torn down:
+        # not gone yet from the client's side; ask again.
+        return False
 
 
 def session(cluster) -> Mcp:
