@@ -21,13 +21,7 @@ static INSTALL_PANIC_HOOK: extern "C" fn() = install_panic_hook;
 
 extern "C" fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let message = match info.payload().downcast_ref::<&str>() {
-            Some(s) => (*s).to_string(),
-            None => match info.payload().downcast_ref::<String>() {
-                Some(s) => s.clone(),
-                None => "Box<dyn Any>".to_string(),
-            },
-        };
+        let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
         let place = info
             .location()
             .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -169,11 +169,7 @@ async fn get_mcp(
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
-    let accepts = headers
-        .get_all(ACCEPT)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")));
-    if !accepts {
+    if !request::accepts_sse(&headers) {
         return (
             StatusCode::NOT_ACCEPTABLE,
             "GET /mcp answers text/event-stream only",

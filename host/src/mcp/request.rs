@@ -110,9 +110,14 @@ impl Request<'_> {
     }
 
     pub(super) fn accepts_sse(&self) -> bool {
-        self.headers
-            .get_all(ACCEPT)
-            .iter()
-            .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
+        accepts_sse(self.headers)
     }
+}
+
+/// Whether a request's `Accept` takes an SSE stream (`text/event-stream`).
+pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("text/event-stream")))
 }
