@@ -135,7 +135,7 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::Serve { .. }) {
         start_purger();
     }
-    // Before the async runtime: the OTLP exporter's HTTP client is blocking.
+    // Before the async runtime: the trace exporter posts from a thread of its own.
     let traces = match &cli.command {
         Command::Serve { .. } => hangar::traces::init().unwrap_or_else(|e| {
             tracing::error!("traces are off: {e}");

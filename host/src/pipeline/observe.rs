@@ -12,13 +12,11 @@
 
 use std::time::Instant;
 
-use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, TraceId, Tracer as _};
-use opentelemetry::{Context, KeyValue};
-use opentelemetry_sdk::trace::{SdkTracer, Span};
+use opentelemetry::trace::TraceId;
 
 use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, access};
 use crate::metrics::{CallOutcome, Metrics, UNKNOWN_TOOL};
-use crate::traces;
+use crate::traces::{self, Parent, SpanClock, SpanRecord, Tracer, What};
 
 /// The running stage of one call and when it began; inert (and free) when
 /// neither metrics nor traces are on.
@@ -31,12 +29,13 @@ struct Clock<'m> {
     spans: Option<Spans>,
 }
 
-/// The call's span (inside its context, the parent of every stage span)
-/// and the running stage's span.
+/// The call's span, recorded as it goes (handed to the exporter when the
+/// call ends), and the running stage's.
 struct Spans {
-    tracer: &'static SdkTracer,
-    call: Context,
-    stage: Option<Span>,
+    tracer: &'static Tracer,
+    clock: SpanClock,
+    call: SpanRecord,
+    stage: Option<SpanRecord>,
 }
 
 impl<'m> StageClock<'m> {
@@ -45,51 +44,18 @@ impl<'m> StageClock<'m> {
     /// stage of the meta-tool call this one runs inside), or else the
     /// request's `traceparent`; `cx.trace_id` becomes the span's trace id
     /// (when trace ids are on), so the access line and outbound requests
-    /// name it.
+    /// name it. An unsampled call records no span; the calls inside it
+    /// follow its decision.
     pub(super) fn start(metrics: &'m Metrics, tool: &str, cx: &mut CallContext) -> StageClock<'m> {
         let tracer = traces::tracer();
         if tracer.is_none() && !metrics.is_on() {
             return StageClock(None);
         }
-        let spans = tracer.map(|tracer| {
-            let parent = match &cx.trace_parent {
-                Some(stage) => Context::new().with_remote_span_context(stage.clone()),
-                None => cx
-                    .request
-                    .as_ref()
-                    .map_or_else(Context::new, |r| traces::incoming_parent(&r.headers)),
-            };
-            // Only what the MCP conventions ask for: the exporter spends about
-            // 1.2k instructions on each string attribute (converting, sizing
-            // and encoding it) against some 4.5k for a span without any. The
-            // transport is on the access line, which names the same trace
-            // id. Sized for every attribute, so the push never regrows it.
-            let mut attributes = Vec::with_capacity(4);
-            attributes.extend([
-                KeyValue::new("mcp.method.name", CALL_METHOD),
-                KeyValue::new("gen_ai.tool.name", tool.to_string()),
-                KeyValue::new("gen_ai.operation.name", "execute_tool"),
-            ]);
-            if let Some(session) = &cx.session_id {
-                attributes.push(KeyValue::new("mcp.session.id", session.clone()));
-            }
-            let span = tracer
-                .span_builder(call_span_name(tool))
-                .with_kind(SpanKind::Server)
-                .with_attributes(attributes)
-                .start_with_context(tracer, &parent);
-            if !cx.trace_id.is_empty() {
-                set_hex(&mut cx.trace_id, span.span_context().trace_id());
-            }
-            Spans {
-                tracer,
-                call: parent.with_span(span),
-                stage: None,
-            }
-        });
+        let now = Instant::now();
+        let spans = tracer.and_then(|tracer| start_call_span(tracer, tool, cx, now));
         StageClock(Some(Clock {
             metrics,
-            current: Some((Stage::Resolve, Instant::now())),
+            current: Some((Stage::Resolve, now)),
             spans,
         }))
     }
@@ -106,12 +72,19 @@ impl<'m> StageClock<'m> {
             return;
         }
         if let Some(spans) = &mut clock.spans {
-            let stage = spans
-                .tracer
-                .span_builder(next.as_str())
-                .with_attributes([KeyValue::new("hangar.stage", next.as_str())])
-                .start_with_context(spans.tracer, &spans.call);
-            cx.trace_parent = Some(stage.span_context().clone());
+            let stage = SpanRecord {
+                trace_id: spans.call.trace_id,
+                span_id: spans.tracer.new_span_id(),
+                parent: Some(Parent {
+                    span_id: spans.call.span_id,
+                    remote: false,
+                }),
+                what: What::Stage(next.as_str()),
+                start: spans.clock.nanos(now),
+                end: 0,
+                error: None,
+            };
+            cx.trace_parent = Some(traces::context_of(stage.trace_id, stage.span_id, true));
             spans.stage = Some(stage);
         }
     }
@@ -125,33 +98,74 @@ impl<'m> StageClock<'m> {
             Err(e) => Some(e.kind.as_str()),
         };
         let failed_in = clock.current.map(|(stage, _)| stage);
-        clock.stop(Instant::now(), error);
-        if let Some(spans) = clock.spans.take() {
-            let span = spans.call.span();
-            if let Some(error) = error {
-                span.set_attribute(KeyValue::new("error.type", error));
-                if let Some(stage) = failed_in {
-                    span.set_attribute(KeyValue::new("hangar.stage", stage.as_str()));
-                }
-                span.set_status(Status::error(error));
+        let now = Instant::now();
+        clock.stop(now, error);
+        if let Some(Spans {
+            tracer,
+            clock,
+            mut call,
+            ..
+        }) = clock.spans.take()
+        {
+            if let (Some(_), What::Call { failed_in: f, .. }) = (error, &mut call.what) {
+                *f = failed_in.map(Stage::as_str);
             }
-            span.end();
+            call.error = error;
+            call.end = clock.nanos(now);
+            tracer.record(call);
         }
     }
 }
 
-/// The MCP method a call span stands for.
-const CALL_METHOD: &str = "tools/call";
-
-/// `tools/call <tool>`, the call span's name (MCP semantic conventions),
-/// built with one allocation and no formatting machinery: it is made for
-/// every traced call.
-fn call_span_name(tool: &str) -> String {
-    let mut name = String::with_capacity(CALL_METHOD.len() + 1 + tool.len());
-    name.push_str(CALL_METHOD);
-    name.push(' ');
-    name.push_str(tool);
-    name
+/// The call's span, started at `now`, or `None` when the sampler drops it.
+fn start_call_span(
+    tracer: &'static Tracer,
+    tool: &str,
+    cx: &mut CallContext,
+    now: Instant,
+) -> Option<Spans> {
+    let (parent, remote) = match &cx.trace_parent {
+        Some(stage) => (Some(stage.clone()), false),
+        None => (
+            cx.request
+                .as_ref()
+                .and_then(|r| traces::incoming_parent(&r.headers)),
+            true,
+        ),
+    };
+    let started = tracer.start(parent.as_ref(), tool);
+    if !cx.trace_id.is_empty() {
+        set_hex(&mut cx.trace_id, started.trace_id);
+    }
+    if !started.sampled {
+        cx.trace_parent = Some(traces::context_of(started.trace_id, started.span_id, false));
+        return None;
+    }
+    let clock = SpanClock::new(now);
+    let call = SpanRecord {
+        trace_id: started.trace_id,
+        span_id: started.span_id,
+        parent: parent.map(|p| Parent {
+            span_id: p.span_id(),
+            remote,
+        }),
+        // The rest of its name and attributes are constants (`SpanRecord::attributes`);
+        // the transport is on the access line, which names the same trace id.
+        what: What::Call {
+            tool: tool.to_string(),
+            session: cx.session_id.clone(),
+            failed_in: None,
+        },
+        start: clock.nanos(now),
+        end: 0,
+        error: None,
+    };
+    Some(Spans {
+        tracer,
+        clock,
+        call,
+        stage: None,
+    })
 }
 
 /// Overwrites `out` with `id` as 32 lower-case hex digits (the W3C form),
@@ -173,12 +187,12 @@ impl Clock<'_> {
         if let Some((stage, since)) = self.current.take() {
             self.metrics.stage_took(stage, now.duration_since(since));
         }
-        if let Some(mut span) = self.spans.as_mut().and_then(|s| s.stage.take()) {
-            if let Some(error) = error {
-                span.set_attribute(KeyValue::new("error.type", error));
-                span.set_status(Status::error(error));
-            }
-            span.end();
+        if let Some(spans) = &mut self.spans
+            && let Some(mut span) = spans.stage.take()
+        {
+            span.error = error;
+            span.end = spans.clock.nanos(now);
+            spans.tracer.record(span);
         }
     }
 }
@@ -213,10 +227,5 @@ mod tests {
         set_hex(&mut out, id);
         assert_eq!(out, id.to_string());
         assert_eq!(out, "4bf92f3577b34da6a3ce929d0e0e4736");
-    }
-
-    #[test]
-    fn the_call_span_is_named_for_its_tool() {
-        assert_eq!(call_span_name("echo"), "tools/call echo");
     }
 }

@@ -1,0 +1,304 @@
+//! The span queue and the thread that exports it: spans wait in a bounded
+//! queue until a batch is full or the schedule delay passes, then one
+//! thread encodes them ([`super::encode`]) and posts them to the OTLP/HTTP
+//! endpoint with a blocking reqwest client. Configured as the OpenTelemetry
+//! SDK's batch processor and OTLP exporter are, by the standard
+//! environment: `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE`,
+//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`,
+//! `…_HEADERS` and `…_TIMEOUT`.
+//!
+//! The request path pays for a lock and a push per span: a full queue
+//! drops the span (counted, and logged once, then at shutdown as
+//! `dropped_span_count`) rather than making a call wait for the exporter.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::encode::Envelope;
+use super::span::SpanRecord;
+
+/// Where and how spans are sent, and how they are batched.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub endpoint: String,
+    pub headers: Vec<(String, String)>,
+    pub timeout: Duration,
+    pub schedule_delay: Duration,
+    pub max_queue_size: usize,
+    pub max_export_batch_size: usize,
+}
+
+impl Settings {
+    /// From the standard environment; `None` when no endpoint is set.
+    pub fn from_env() -> Option<Settings> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let endpoint = match var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some(url) => url,
+            None => format!(
+                "{}/v1/traces",
+                var("OTEL_EXPORTER_OTLP_ENDPOINT")?.trim_end_matches('/')
+            ),
+        };
+        let headers = var("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_HEADERS"))
+            .map(|v| parse_headers(&v))
+            .unwrap_or_default();
+        let millis = |name: &str, default: u64| {
+            Duration::from_millis(
+                var(name)
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(default),
+            )
+        };
+        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
+            Some(_) => millis("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", 10_000),
+            None => millis("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000),
+        };
+        let count = |name: &str, default: usize| {
+            var(name)
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(default)
+        };
+        let max_queue_size = count("OTEL_BSP_MAX_QUEUE_SIZE", 2048);
+        Some(Settings {
+            endpoint,
+            headers,
+            timeout,
+            schedule_delay: millis("OTEL_BSP_SCHEDULE_DELAY", 5_000),
+            max_queue_size,
+            // A batch never outgrows the queue (as the SDK has it).
+            max_export_batch_size: count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512).min(max_queue_size),
+        })
+    }
+}
+
+/// `key=value,key2=value2`, values percent-decoded (the OTLP exporter spec).
+fn parse_headers(value: &str) -> Vec<(String, String)> {
+    value
+        .split(',')
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            let value: String = form_urlencoded::parse(format!("v={}", value.trim()).as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+            Some((key.trim().to_string(), value))
+        })
+        .filter(|(key, _)| !key.is_empty())
+        .collect()
+}
+
+/// Finished spans waiting for the exporter thread.
+pub struct Queue {
+    state: Mutex<Pending>,
+    /// Wakes the exporter: a batch is full, or shutdown.
+    ready: Condvar,
+    max_queue_size: usize,
+    max_export_batch_size: usize,
+}
+
+#[derive(Default)]
+struct Pending {
+    spans: Vec<SpanRecord>,
+    dropped: u64,
+    shutdown: bool,
+}
+
+impl Queue {
+    /// Queues a finished span; drops it when the queue is full.
+    pub fn push(&self, span: SpanRecord) {
+        let Ok(mut pending) = self.state.lock() else {
+            return;
+        };
+        if pending.spans.len() >= self.max_queue_size {
+            pending.dropped += 1;
+            if pending.dropped == 1 {
+                drop(pending);
+                tracing::warn!(
+                    "traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE={}), spans are dropped \
+                     until the exporter catches up",
+                    self.max_queue_size
+                );
+            }
+            return;
+        }
+        pending.spans.push(span);
+        // Only the span that fills a batch wakes the exporter: a wake-up is
+        // a syscall, and the timer takes care of the rest.
+        if pending.spans.len() == self.max_export_batch_size {
+            drop(pending);
+            self.ready.notify_one();
+        }
+    }
+}
+
+/// The exporter thread; [`Exporter::shutdown`] sends what is queued and stops it.
+pub struct Exporter {
+    queue: Arc<Queue>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Exporter {
+    pub fn start(settings: Settings, envelope: Envelope) -> anyhow::Result<Exporter> {
+        let queue = Arc::new(Queue {
+            state: Mutex::new(Pending {
+                spans: Vec::with_capacity(settings.max_export_batch_size),
+                ..Pending::default()
+            }),
+            ready: Condvar::new(),
+            max_queue_size: settings.max_queue_size,
+            max_export_batch_size: settings.max_export_batch_size,
+        });
+        let thread = std::thread::Builder::new()
+            .name("hangar-traces".into())
+            .spawn({
+                let queue = queue.clone();
+                move || run(&queue, &settings, &envelope)
+            })?;
+        Ok(Exporter {
+            queue,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+
+    /// Sends what is queued, then stops the thread.
+    pub fn shutdown(mut self) {
+        if let Ok(mut pending) = self.queue.state.lock() {
+            pending.shutdown = true;
+        }
+        self.queue.ready.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let dropped = self.queue.state.lock().map_or(0, |p| p.dropped);
+        if dropped > 0 {
+            tracing::warn!(
+                dropped_span_count = dropped,
+                "traces: spans were dropped because the queue was full"
+            );
+        }
+    }
+}
+
+/// The exporter thread: waits for a full batch or the schedule delay,
+/// takes what is queued and sends it in batches; at shutdown, sends the rest.
+fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
+    let client = match reqwest::blocking::Client::builder()
+        .timeout(settings.timeout)
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::error!("traces are off: cannot build the OTLP HTTP client: {e}");
+            return;
+        }
+    };
+    let sender = Sender {
+        client,
+        settings,
+        envelope,
+        lens: Vec::new(),
+        body: Vec::new(),
+        failing: false,
+    };
+    let mut sender = sender;
+    let mut taken = Vec::with_capacity(settings.max_export_batch_size);
+    loop {
+        let shutdown = {
+            let Ok(mut pending) = queue.state.lock() else {
+                return;
+            };
+            let deadline = Instant::now() + settings.schedule_delay;
+            while !pending.shutdown && pending.spans.len() < settings.max_export_batch_size {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                pending = match queue.ready.wait_timeout(pending, left) {
+                    Ok((guard, _)) => guard,
+                    Err(_) => return,
+                };
+            }
+            // Swap buffers: the queue keeps an empty one of batch size.
+            std::mem::swap(&mut pending.spans, &mut taken);
+            pending.shutdown
+        };
+        for batch in taken.chunks(settings.max_export_batch_size) {
+            sender.send(batch);
+        }
+        taken.clear();
+        if shutdown {
+            return;
+        }
+    }
+}
+
+/// Posts encoded batches, reusing its buffers.
+struct Sender<'a> {
+    client: reqwest::blocking::Client,
+    settings: &'a Settings,
+    envelope: &'a Envelope,
+    lens: Vec<usize>,
+    body: Vec<u8>,
+    /// Whether the last export failed: a failure is logged when it starts
+    /// and when it ends, not once per batch.
+    failing: bool,
+}
+
+impl Sender<'_> {
+    fn send(&mut self, batch: &[SpanRecord]) {
+        self.envelope.encode(batch, &mut self.lens, &mut self.body);
+        let mut request = self
+            .client
+            .post(&self.settings.endpoint)
+            .header("content-type", "application/x-protobuf")
+            .body(std::mem::take(&mut self.body));
+        for (key, value) in &self.settings.headers {
+            request = request.header(key, value);
+        }
+        let outcome = match request.send() {
+            Ok(answer) if answer.status().is_success() => Ok(()),
+            Ok(answer) => Err(format!("the collector answered {}", answer.status())),
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
+            Ok(()) if self.failing => {
+                self.failing = false;
+                tracing::info!("traces: exporting to {} again", self.settings.endpoint);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                if !self.failing {
+                    tracing::warn!(
+                        "traces: exporting {} spans to {} failed: {e}",
+                        batch.len(),
+                        self.settings.endpoint
+                    );
+                }
+                self.failing = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_pairs_with_decoded_values() {
+        assert_eq!(
+            parse_headers("api-key=a%20b , x-tenant=7,broken,=empty"),
+            vec![
+                ("api-key".to_string(), "a b".to_string()),
+                ("x-tenant".to_string(), "7".to_string())
+            ]
+        );
+    }
+}

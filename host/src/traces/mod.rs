@@ -1,0 +1,215 @@
+//! OpenTelemetry traces, configured by the standard environment
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`,
+//! `OTEL_BSP_*`; OTLP over HTTP with protobuf). With no endpoint set
+//! nothing is built and [`tracer`] is `None`: the pipeline then makes no
+//! span at all.
+//!
+//! The pieces: the OpenTelemetry SDK decides what it is good at deciding
+//! (the sampler, ids, the resource, all from the environment); the
+//! pipeline (`pipeline::observe`) records finished spans as plain
+//! [`SpanRecord`]s; [`export`] queues and batches them and [`encode`]
+//! writes the OTLP request. The SDK's own span objects and the
+//! opentelemetry-otlp exporter are not used: together they cost an echo
+//! call ~19k instructions (5k on the request path, 14k encoding on the
+//! exporter thread), where the whole call is ~135k (see `encode`).
+
+mod encode;
+mod export;
+mod span;
+
+use std::sync::{Arc, OnceLock};
+
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Config, IdGenerator, SamplingDecision, ShouldSample};
+
+pub use span::{CALL_METHOD, Parent, SpanClock, SpanRecord, What};
+
+static TRACER: OnceLock<Tracer> = OnceLock::new();
+
+/// The process's tracer, when traces are exported.
+pub fn tracer() -> Option<&'static Tracer> {
+    TRACER.get()
+}
+
+/// Starts spans (sampling them, giving them ids) and takes finished ones
+/// to the exporter's queue. One per process, set by [`init`].
+pub struct Tracer {
+    sampler: Box<dyn ShouldSample>,
+    ids: Box<dyn IdGenerator>,
+    queue: Arc<export::Queue>,
+}
+
+/// A call span's identity, as [`Tracer::start`] decided it.
+pub struct Started {
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    /// Whether the span is recorded and exported; an unsampled call makes
+    /// no span, but its children still follow its decision.
+    pub sampled: bool,
+}
+
+impl Tracer {
+    /// Starts the span of a call of `tool` under `parent`: the trace id is
+    /// the parent's or a new one, and the sampler decides whether it is
+    /// kept. The sampler is told the tool's name, not the span's whole
+    /// name (`tools/call <tool>`), which would cost an allocation per call
+    /// for samplers that do not read it (the standard ones do not).
+    pub fn start(&self, parent: Option<&SpanContext>, tool: &str) -> Started {
+        let trace_id = match parent {
+            Some(p) if p.is_valid() => p.trace_id(),
+            _ => self.ids.new_trace_id(),
+        };
+        // The sampler takes a parent `Context`: built only when there is a
+        // parent (an incoming traceparent or an outer call), not per call.
+        let parent_cx = parent
+            .filter(|p| p.is_valid())
+            .map(|p| opentelemetry::Context::new().with_remote_span_context(p.clone()));
+        let decision = self
+            .sampler
+            .should_sample(
+                parent_cx.as_ref(),
+                trace_id,
+                tool,
+                &SpanKind::Server,
+                &[],
+                &[],
+            )
+            .decision;
+        Started {
+            trace_id,
+            span_id: self.ids.new_span_id(),
+            sampled: decision == SamplingDecision::RecordAndSample,
+        }
+    }
+
+    /// A new span id (a stage's span).
+    pub fn new_span_id(&self) -> SpanId {
+        self.ids.new_span_id()
+    }
+
+    /// Hands a finished span to the exporter.
+    pub fn record(&self, span: SpanRecord) {
+        self.queue.push(span);
+    }
+}
+
+/// The span context a call made inside `span_id` continues.
+pub fn context_of(trace_id: TraceId, span_id: SpanId, sampled: bool) -> SpanContext {
+    let flags = if sampled {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    SpanContext::new(trace_id, span_id, flags, false, TraceState::NONE)
+}
+
+/// The running exporter; dropping it without [`Traces::shutdown`] may
+/// lose the last batch.
+pub struct Traces {
+    exporter: export::Exporter,
+}
+
+/// Whether the environment asks for traces.
+pub fn wanted() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|var| std::env::var(var).is_ok_and(|v| !v.trim().is_empty()))
+}
+
+/// Starts exporting when the environment asks for it (see [`wanted`]).
+pub fn init() -> anyhow::Result<Option<Traces>> {
+    let Some(settings) = export::Settings::from_env() else {
+        return Ok(None);
+    };
+    if let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
+        && protocol != "http/protobuf"
+    {
+        tracing::warn!(
+            "OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: Hangar exports traces as http/protobuf only"
+        );
+    }
+    // The SDK's defaults read the environment: OTEL_TRACES_SAMPLER(_ARG),
+    // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
+    let config = Config::default();
+    let envelope = encode::Envelope::new(&config.resource, "hangar");
+    tracing::info!("traces: exporting to {}", settings.endpoint);
+    let exporter = export::Exporter::start(settings, envelope)?;
+    let tracer = Tracer {
+        sampler: config.sampler,
+        ids: config.id_generator,
+        queue: exporter.queue().clone(),
+    };
+    if TRACER.set(tracer).is_err() {
+        anyhow::bail!("traces were started twice");
+    }
+    Ok(Some(Traces { exporter }))
+}
+
+impl Traces {
+    /// Exports what is still queued and stops.
+    pub fn shutdown(self) {
+        self.exporter.shutdown();
+    }
+}
+
+/// The W3C header that names a call's parent span.
+static TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
+
+/// The parent an incoming W3C `traceparent` (and `tracestate`) names, from
+/// request headers as the call context keeps them (names lower-cased).
+/// Without a `traceparent` the call starts a trace of its own: the common
+/// case, answered by one lookup of a prebuilt header name rather than the
+/// propagator's parse of the name and clone of the current context.
+pub fn incoming_parent(headers: &axum::http::HeaderMap) -> Option<SpanContext> {
+    if !headers.contains_key(&TRACEPARENT) {
+        return None;
+    }
+    let cx = TraceContextPropagator::new().extract(&Headers(headers));
+    let span = cx.span();
+    let parent = span.span_context();
+    parent.is_valid().then(|| parent.clone())
+}
+
+struct Headers<'a>(&'a axum::http::HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|name| name.as_str()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incoming_traceparent_is_the_parent() {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        let sc = incoming_parent(&headers).unwrap();
+        assert!(sc.is_remote());
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
+        assert!(incoming_parent(&Default::default()).is_none());
+    }
+}

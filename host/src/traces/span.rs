@@ -1,0 +1,83 @@
+//! A finished span as the pipeline hands it to the exporter: ids, times,
+//! what it stands for, and an error. Built on the request path, so it holds
+//! what differs between calls and nothing more: a call span's name and
+//! attributes are derived from its tool when it is encoded
+//! ([`super::encode`]), and a stage span allocates nothing.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use opentelemetry::trace::{SpanId, TraceId};
+
+/// What a span stands for.
+#[derive(Debug, Clone)]
+pub enum What {
+    /// A `tools/call` Hangar answers (kind server).
+    Call {
+        tool: String,
+        session: Option<String>,
+        /// The stage a failed call failed in.
+        failed_in: Option<&'static str>,
+    },
+    /// One stage of a call (kind internal), named for the stage.
+    Stage(&'static str),
+}
+
+/// The MCP method a call span stands for.
+pub const CALL_METHOD: &str = "tools/call";
+
+/// The span's parent: a span of this process, or one an incoming
+/// `traceparent` named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parent {
+    pub span_id: SpanId,
+    pub remote: bool,
+}
+
+/// One finished span.
+#[derive(Debug, Clone)]
+pub struct SpanRecord {
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    pub parent: Option<Parent>,
+    pub what: What,
+    /// Nanoseconds since the Unix epoch.
+    pub start: u64,
+    pub end: u64,
+    /// Set when the span failed: its status is `Error` with this message,
+    /// and its `error.type` attribute says the same.
+    pub error: Option<&'static str>,
+}
+
+impl SpanRecord {
+    /// The span's OTLP `SpanKind`: server for a call, internal for a stage.
+    pub fn kind(&self) -> u8 {
+        match self.what {
+            What::Call { .. } => 2,
+            What::Stage(_) => 1,
+        }
+    }
+}
+
+/// A span clock: wall time (what OTLP wants) read once per call, and the
+/// monotonic instants the pipeline reads at every stage boundary anyway
+/// turned into wall time from it.
+#[derive(Debug, Clone, Copy)]
+pub struct SpanClock {
+    wall: u64,
+    at: Instant,
+}
+
+impl SpanClock {
+    /// Reads the wall clock once; `at` is the same moment on the monotonic one.
+    pub fn new(at: Instant) -> SpanClock {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        SpanClock { wall, at }
+    }
+
+    /// Nanoseconds since the Unix epoch at `instant`.
+    pub fn nanos(&self, instant: Instant) -> u64 {
+        self.wall + instant.saturating_duration_since(self.at).as_nanos() as u64
+    }
+}
