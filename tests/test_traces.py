@@ -4,8 +4,10 @@ something (auth check, mappers, handler), MCP semantic convention
 attributes, and the same trace id in the answer as in the span."""
 
 import http.server
+import re
 import secrets
 import threading
+import time
 
 import httpx
 import pytest
@@ -32,13 +34,15 @@ class Receiver:
     """A tiny OTLP/HTTP collector: keeps every span it is sent, with its
     resource's attributes."""
 
-    def __init__(self):
+    def __init__(self, delay: float = 0):
         self.spans = []
+        self.headers = []
         self.lock = threading.Lock()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
+                time.sleep(delay)  # a slow collector, when asked for
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 if self.path != "/v1/traces":
                     self.send_response(404)
@@ -47,6 +51,7 @@ class Receiver:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
                 with receiver.lock:
+                    receiver.headers.append(dict(self.headers))
                     for rs in request.resource_spans:
                         resource = {a.key: a.value.string_value for a in rs.resource.attributes}
                         for ss in rs.scope_spans:
@@ -180,3 +185,72 @@ def test_without_traceparent_the_answer_names_the_spans_trace(server, receiver):
     assert call.parent_span_id == b""
     assert server.log_text().count(f"trace_id={trace_id}") + \
         server.log_text().count(f'"trace_id":"{trace_id}"') >= 1
+
+
+def test_stopping_sends_what_is_queued_and_a_full_queue_drops_and_says_so(start_server):
+    """A queue of 3 spans (so batches of 3), a schedule that never fires and a
+    collector that takes 2 s per export: while the first batch is being sent
+    the queue fills and later spans are dropped. Every span is either sent
+    (the rest at SIGTERM, with the configured headers) or counted in the log
+    as dropped; calls never wait for the exporter."""
+    receiver = Receiver(delay=2)
+    calls = 8
+    try:
+        server = start_server(plugins=("everything",), env={
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.port}/v1/traces",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-key=s%20cret,x-tenant=7",
+            "OTEL_BSP_SCHEDULE_DELAY": "600000",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "3",
+        })
+        ids = []
+        started = time.monotonic()
+        for _ in range(calls):
+            r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
+            assert r.status_code == 200, r.text
+            ids.append(r.json()["_meta"]["_trace_id"])
+        assert time.monotonic() - started < 2, "calls waited for the slow collector"
+        assert receiver.spans == []  # the first batch is still on its way
+        server.stop()
+        assert server.proc.returncode == 0
+        log = server.log_text()
+        dropped = re.search(r'dropped_span_count"?[=:](\d+)', log)
+        assert dropped, log
+        assert "span queue is full" in log
+        # Each call made two spans (its own and its handler's): none went missing.
+        assert len(receiver.spans) + int(dropped.group(1)) == 2 * calls
+        assert len(receiver.spans) >= 3
+        assert {s.trace_id.hex() for _, s in receiver.spans} >= {ids[0]}
+        assert receiver.headers[0]["x-collector-key"] == "s cret"
+        assert receiver.headers[0]["x-tenant"] == "7"
+    finally:
+        receiver.close()
+
+
+def test_the_sampler_and_a_collector_that_is_down_leave_calls_alone(start_server):
+    """`always_off` makes no span (the answer still has a trace id); a collector
+    that refuses connections is logged once and calls go on answering."""
+    receiver = Receiver()
+    try:
+        quiet = start_server(plugins=("everything",), env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_TRACES_SAMPLER": "always_off",
+        })
+        r = httpx.post(quiet.url + "/tools/test_simple_text/call", json={})
+        assert r.status_code == 200
+        assert len(r.json()["_meta"]["_trace_id"]) == 32
+    finally:
+        receiver.close()
+
+    down = start_server(plugins=("everything",), env={
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    })
+    for _ in range(3):
+        for _ in range(5):
+            assert httpx.post(down.url + "/tools/test_simple_text/call", json={}).status_code == 200
+        wait_for(lambda: "failed" in down.log_text() or None, 10, "the export failure in the log")
+    time.sleep(0.3)
+    assert down.log_text().count("failed") == 1, down.log_text()
+    # Nothing reached the receiver that was stopped before; the quiet server sampled nothing.
+    assert receiver.spans == []
