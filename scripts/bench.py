@@ -322,8 +322,13 @@ def summarize(samples):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=5)
+    # Many short A/B pairs rather than a few long ones: this shared machine's
+    # speed shifts by a third for tens of seconds at a time, and a pair that
+    # straddles a shift is off by that much. The median of nine 2 s pairs
+    # is steadier than the median of three 5 s pairs (one 3x5 s row of the
+    # previous BENCHMARKS.md had pair ratios from 0.67 to 1.12).
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--seconds", type=int, default=2)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--rss-calls", type=int, default=1_000_000)
     ap.add_argument("--write", type=Path, help="also write the results as Markdown to this file")
