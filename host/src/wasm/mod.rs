@@ -13,6 +13,7 @@ pub mod kv;
 mod limits;
 mod mapper;
 mod offers;
+pub mod reaper;
 pub mod sched;
 mod stage;
 mod state;

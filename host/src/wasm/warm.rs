@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
+use super::reaper;
 use super::state::GuestState;
 use crate::config::InstancesConfig;
 
@@ -41,22 +42,37 @@ impl<T: Pooled> WarmPool<T> {
     }
 
     /// An idle instance and the calls it has served, if reuse is on and one
-    /// has not been idle too long (those that have are dropped here).
+    /// has not been idle too long. Those that have are dropped here, after
+    /// the lock is let go: dropping a store resets its memory (thousands of
+    /// instructions and a syscall), which other calls should not wait for.
     pub(super) fn take(&self) -> Option<(T, u32)> {
         let reuse = self.reuse.as_ref()?;
-        let mut idle = self.idle.lock().unwrap();
-        idle.retain(|w| w.since.elapsed() < reuse.max_idle);
-        idle.pop().map(|w| (w.instance, w.calls))
+        let (expired, found) = {
+            let mut idle = self.idle.lock().unwrap();
+            // Kept in the order they were given back: the expired ones lead.
+            let fresh = idle
+                .iter()
+                .position(|w| w.since.elapsed() < reuse.max_idle)
+                .unwrap_or(idle.len());
+            let expired: Vec<Idle<T>> = idle.drain(..fresh).collect();
+            (expired, idle.pop())
+        };
+        drop(expired);
+        found.map(|w| (w.instance, w.calls))
     }
 
     /// Keeps `instance`, whose call — its `calls`th — ended cleanly, unless
-    /// reuse is off, it has served its calls or the pool is full.
-    pub(super) fn give_back(&self, instance: T, calls: u32) {
+    /// reuse is off, it has served its calls or the pool is full; an
+    /// instance not kept is dropped off the answer's path ([`reaper`]).
+    pub(super) fn give_back(&self, instance: T, calls: u32)
+    where
+        T: 'static,
+    {
         let Some(reuse) = &self.reuse else {
-            return;
+            return reaper::bury(instance);
         };
         if calls >= reuse.max_calls {
-            return;
+            return reaper::bury(instance);
         }
         // An idle instance must not hold up the long-running lane.
         instance.store().data().turn.release();
@@ -67,6 +83,9 @@ impl<T: Pooled> WarmPool<T> {
                 calls,
                 since: Instant::now(),
             });
+        } else {
+            drop(idle);
+            reaper::bury(instance);
         }
     }
 }
