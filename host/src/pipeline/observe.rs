@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use opentelemetry::trace::TraceId;
+use opentelemetry::trace::{SpanId, TraceId};
 
 use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, access};
 use crate::metrics::{CallOutcome, Metrics, UNKNOWN_TOOL};
@@ -29,13 +29,17 @@ struct Clock<'m> {
     spans: Option<Spans>,
 }
 
-/// The call's span, recorded as it goes (handed to the exporter when the
-/// call ends), and the running stage's.
+/// The call's span and the running stage's, each handed to the tracer
+/// when it ends (the call's with its tool and session, borrowed then).
 struct Spans {
     tracer: &'static Tracer,
     clock: SpanClock,
-    call: SpanRecord,
-    stage: Option<SpanRecord>,
+    trace_id: TraceId,
+    span_id: SpanId,
+    parent: Option<Parent>,
+    start: u64,
+    /// The running stage's span: its stage, id and start.
+    stage: Option<(Stage, SpanId, u64)>,
 }
 
 impl<'m> StageClock<'m> {
@@ -72,25 +76,20 @@ impl<'m> StageClock<'m> {
             return;
         }
         if let Some(spans) = &mut clock.spans {
-            let stage = SpanRecord {
-                trace_id: spans.call.trace_id,
-                span_id: spans.tracer.new_span_id(),
-                parent: Some(Parent {
-                    span_id: spans.call.span_id,
-                    remote: false,
-                }),
-                what: What::Stage(next.as_str()),
-                start: spans.clock.nanos(now),
-                end: 0,
-                error: None,
-            };
-            cx.trace_parent = Some(traces::context_of(stage.trace_id, stage.span_id, true));
-            spans.stage = Some(stage);
+            let span_id = spans.tracer.new_span_id();
+            cx.trace_parent = Some(traces::context_of(spans.trace_id, span_id, true));
+            spans.stage = Some((next, span_id, spans.clock.nanos(now)));
         }
     }
 
-    /// Ends the running stage and the call's span: the call is over.
-    pub(super) fn finish(self, outcome: &Result<ToolResult, CallError>) {
+    /// Ends the running stage and the call's span: the call of `tool`
+    /// (in `session`, if any) is over.
+    pub(super) fn finish(
+        self,
+        tool: &str,
+        session: Option<&str>,
+        outcome: &Result<ToolResult, CallError>,
+    ) {
         let Some(mut clock) = self.0 else { return };
         let error = match outcome {
             Ok(r) if r.is_error => Some("tool_error"),
@@ -100,19 +99,20 @@ impl<'m> StageClock<'m> {
         let failed_in = clock.current.map(|(stage, _)| stage);
         let now = Instant::now();
         clock.stop(now, error);
-        if let Some(Spans {
-            tracer,
-            clock,
-            mut call,
-            ..
-        }) = clock.spans.take()
-        {
-            if let (Some(_), What::Call { failed_in: f, .. }) = (error, &mut call.what) {
-                *f = failed_in.map(Stage::as_str);
-            }
-            call.error = error;
-            call.end = clock.nanos(now);
-            tracer.record(call);
+        if let Some(spans) = clock.spans.take() {
+            spans.tracer.record(&SpanRecord {
+                trace_id: spans.trace_id,
+                span_id: spans.span_id,
+                parent: spans.parent,
+                what: What::Call {
+                    tool,
+                    session,
+                    failed_in: error.and(failed_in).map(Stage::as_str),
+                },
+                start: spans.start,
+                end: spans.clock.nanos(now),
+                error,
+            });
         }
     }
 }
@@ -142,28 +142,16 @@ fn start_call_span(
         return None;
     }
     let clock = SpanClock::new(now);
-    let call = SpanRecord {
+    Some(Spans {
+        tracer,
+        clock,
         trace_id: started.trace_id,
         span_id: started.span_id,
         parent: parent.map(|p| Parent {
             span_id: p.span_id(),
             remote,
         }),
-        // The rest of its name and attributes are constants (`SpanRecord::attributes`);
-        // the transport is on the access line, which names the same trace id.
-        what: What::Call {
-            tool: tool.to_string(),
-            session: cx.session_id.clone(),
-            failed_in: None,
-        },
         start: clock.nanos(now),
-        end: 0,
-        error: None,
-    };
-    Some(Spans {
-        tracer,
-        clock,
-        call,
         stage: None,
     })
 }
@@ -188,11 +176,20 @@ impl Clock<'_> {
             self.metrics.stage_took(stage, now.duration_since(since));
         }
         if let Some(spans) = &mut self.spans
-            && let Some(mut span) = spans.stage.take()
+            && let Some((stage, span_id, start)) = spans.stage.take()
         {
-            span.error = error;
-            span.end = spans.clock.nanos(now);
-            spans.tracer.record(span);
+            spans.tracer.record(&SpanRecord {
+                trace_id: spans.trace_id,
+                span_id,
+                parent: Some(Parent {
+                    span_id: spans.span_id,
+                    remote: false,
+                }),
+                what: What::Stage(stage.as_str()),
+                start,
+                end: spans.clock.nanos(now),
+                error,
+            });
         }
     }
 }

@@ -63,23 +63,26 @@ impl Envelope {
         }
     }
 
-    /// Writes one export request holding `spans` into `out` (cleared first).
-    /// `lens` is scratch space, kept by the caller to reuse its buffer.
-    pub fn encode(&self, spans: &[SpanRecord], lens: &mut Vec<usize>, out: &mut Vec<u8>) {
+    /// Appends `span` to `out` as an entry of `ScopeSpans.spans` (field 2,
+    /// key and length included): entries appended one after another are
+    /// what [`Envelope::wrap`] sends.
+    pub fn put_entry(&self, span: &SpanRecord, out: &mut Vec<u8>) {
+        put_prefix(2, self.span_len(span), out);
+        self.put_span(span, out);
+    }
+
+    /// Writes into `out` (cleared first) one export request holding `entries`,
+    /// spans written by [`Envelope::put_entry`].
+    pub fn wrap(&self, entries: &[u8], out: &mut Vec<u8>) {
         out.clear();
-        lens.clear();
-        lens.extend(spans.iter().map(|span| self.span_len(span)));
-        let scope_spans = self.scope.len() + lens.iter().map(|&n| field_len(2, n)).sum::<usize>();
+        let scope_spans = self.scope.len() + entries.len();
         let resource_spans = self.resource.len() + field_len(2, scope_spans);
         out.reserve(field_len(1, resource_spans));
         put_prefix(1, resource_spans, out);
         out.extend_from_slice(&self.resource);
         put_prefix(2, scope_spans, out);
         out.extend_from_slice(&self.scope);
-        for (span, &len) in spans.iter().zip(lens.iter()) {
-            put_prefix(2, len, out);
-            self.put_span(span, out);
-        }
+        out.extend_from_slice(entries);
     }
 
     fn span_len(&self, span: &SpanRecord) -> usize {
@@ -292,7 +295,7 @@ mod tests {
     use super::super::span::Parent;
     use super::*;
 
-    fn spans() -> Vec<SpanRecord> {
+    fn spans(session: &str) -> Vec<SpanRecord<'_>> {
         let trace_id = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
         let call = SpanId::from_hex("00f067aa0ba902b7").unwrap();
         vec![
@@ -316,9 +319,9 @@ mod tests {
                     remote: true,
                 }),
                 what: What::Call {
-                    tool: "echo".into(),
+                    tool: "echo",
                     // Long enough that its length takes two varint bytes.
-                    session: Some("s".repeat(300)),
+                    session: Some(session),
                     failed_in: None,
                 },
                 start: 1_700_000_000_000_000_000,
@@ -338,8 +341,12 @@ mod tests {
             ])
             .build();
         let envelope = Envelope::new(&resource, "hangar");
-        let (mut lens, mut body) = (Vec::new(), Vec::new());
-        envelope.encode(&spans(), &mut lens, &mut body);
+        let (mut entries, mut body) = (Vec::new(), Vec::new());
+        let session = "s".repeat(300);
+        for span in spans(&session) {
+            envelope.put_entry(&span, &mut entries);
+        }
+        envelope.wrap(&entries, &mut body);
         let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
 
         assert_eq!(request.resource_spans.len(), 1);

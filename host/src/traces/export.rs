@@ -1,14 +1,16 @@
-//! The span queue and the thread that exports it: spans wait in a bounded
-//! queue until a batch is full or the schedule delay passes, then one
-//! thread encodes them ([`super::encode`]) and posts them to the OTLP/HTTP
+//! The span queue and the thread that exports it: spans, already encoded
+//! by the worker that ended them ([`super::encode`]), wait in a bounded
+//! queue until a batch is full or the schedule delay passes; then one
+//! thread wraps them in an export request and posts it to the OTLP/HTTP
 //! endpoint with a blocking reqwest client. Configured as the OpenTelemetry
 //! SDK's batch processor and OTLP exporter are, by the standard
 //! environment: `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE`,
 //! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`,
 //! `…_HEADERS` and `…_TIMEOUT`.
 //!
-//! The request path pays for a lock and a push per span: a full queue
-//! drops the span (counted, and logged once, then at shutdown as
+//! The request path pays for encoding a span under the queue's lock (a
+//! few hundred instructions, no allocation once the buffer has grown): a
+//! full queue drops the span (counted, and logged once, then at shutdown as
 //! `dropped_span_count`) rather than making a call wait for the exporter.
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -16,7 +18,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::encode::Envelope;
-use super::span::SpanRecord;
 
 /// Where and how spans are sent, and how they are batched.
 #[derive(Debug, Clone)]
@@ -90,7 +91,7 @@ fn parse_headers(value: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Finished spans waiting for the exporter thread.
+/// Finished spans waiting for the exporter thread, encoded.
 pub struct Queue {
     state: Mutex<Pending>,
     /// Wakes the exporter: a batch is full, or shutdown.
@@ -101,18 +102,22 @@ pub struct Queue {
 
 #[derive(Default)]
 struct Pending {
-    spans: Vec<SpanRecord>,
+    /// `ScopeSpans.spans` entries, one after another.
+    entries: Vec<u8>,
+    /// Where each span's entry ends in `entries`: batches split there.
+    ends: Vec<usize>,
     dropped: u64,
     shutdown: bool,
 }
 
 impl Queue {
-    /// Queues a finished span; drops it when the queue is full.
-    pub fn push(&self, span: SpanRecord) {
+    /// Queues a finished span, which `encode` appends to the queue's
+    /// buffer; drops it when the queue is full.
+    pub fn push(&self, encode: impl FnOnce(&mut Vec<u8>)) {
         let Ok(mut pending) = self.state.lock() else {
             return;
         };
-        if pending.spans.len() >= self.max_queue_size {
+        if pending.ends.len() >= self.max_queue_size {
             pending.dropped += 1;
             if pending.dropped == 1 {
                 drop(pending);
@@ -124,10 +129,12 @@ impl Queue {
             }
             return;
         }
-        pending.spans.push(span);
+        encode(&mut pending.entries);
+        let end = pending.entries.len();
+        pending.ends.push(end);
         // Only the span that fills a batch wakes the exporter: a wake-up is
         // a syscall, and the timer takes care of the rest.
-        if pending.spans.len() == self.max_export_batch_size {
+        if pending.ends.len() == self.max_export_batch_size {
             drop(pending);
             self.ready.notify_one();
         }
@@ -141,10 +148,10 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    pub fn start(settings: Settings, envelope: Envelope) -> anyhow::Result<Exporter> {
+    pub fn start(settings: Settings, envelope: Arc<Envelope>) -> anyhow::Result<Exporter> {
         let queue = Arc::new(Queue {
             state: Mutex::new(Pending {
-                spans: Vec::with_capacity(settings.max_export_batch_size),
+                ends: Vec::with_capacity(settings.max_queue_size),
                 ..Pending::default()
             }),
             ready: Condvar::new(),
@@ -199,23 +206,21 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
             return;
         }
     };
-    let sender = Sender {
+    let mut sender = Sender {
         client,
         settings,
         envelope,
-        lens: Vec::new(),
-        body: Vec::new(),
         failing: false,
     };
-    let mut sender = sender;
-    let mut taken = Vec::with_capacity(settings.max_export_batch_size);
+    // Swapped with the queue's buffers, so both keep their capacity.
+    let mut taken = Pending::default();
     loop {
         let shutdown = {
             let Ok(mut pending) = queue.state.lock() else {
                 return;
             };
             let deadline = Instant::now() + settings.schedule_delay;
-            while !pending.shutdown && pending.spans.len() < settings.max_export_batch_size {
+            while !pending.shutdown && pending.ends.len() < settings.max_export_batch_size {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -225,40 +230,44 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
                     Err(_) => return,
                 };
             }
-            // Swap buffers: the queue keeps an empty one of batch size.
-            std::mem::swap(&mut pending.spans, &mut taken);
+            std::mem::swap(&mut pending.entries, &mut taken.entries);
+            std::mem::swap(&mut pending.ends, &mut taken.ends);
             pending.shutdown
         };
-        for batch in taken.chunks(settings.max_export_batch_size) {
-            sender.send(batch);
+        let mut start = 0;
+        for batch in taken.ends.chunks(settings.max_export_batch_size) {
+            let end = batch[batch.len() - 1];
+            sender.send(&taken.entries[start..end], batch.len());
+            start = end;
         }
-        taken.clear();
+        taken.entries.clear();
+        taken.ends.clear();
         if shutdown {
             return;
         }
     }
 }
 
-/// Posts encoded batches, reusing its buffers.
+/// Posts batches of encoded spans.
 struct Sender<'a> {
     client: reqwest::blocking::Client,
     settings: &'a Settings,
     envelope: &'a Envelope,
-    lens: Vec<usize>,
-    body: Vec<u8>,
     /// Whether the last export failed: a failure is logged when it starts
     /// and when it ends, not once per batch.
     failing: bool,
 }
 
 impl Sender<'_> {
-    fn send(&mut self, batch: &[SpanRecord]) {
-        self.envelope.encode(batch, &mut self.lens, &mut self.body);
+    /// Posts `entries`, `count` encoded spans, as one export request.
+    fn send(&mut self, entries: &[u8], count: usize) {
+        let mut body = Vec::new();
+        self.envelope.wrap(entries, &mut body);
         let mut request = self
             .client
             .post(&self.settings.endpoint)
             .header("content-type", "application/x-protobuf")
-            .body(std::mem::take(&mut self.body));
+            .body(body);
         for (key, value) in &self.settings.headers {
             request = request.header(key, value);
         }
@@ -276,8 +285,7 @@ impl Sender<'_> {
             Err(e) => {
                 if !self.failing {
                     tracing::warn!(
-                        "traces: exporting {} spans to {} failed: {e}",
-                        batch.len(),
+                        "traces: exporting {count} spans to {} failed: {e}",
                         self.settings.endpoint
                     );
                 }

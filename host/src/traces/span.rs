@@ -1,20 +1,21 @@
-//! A finished span as the pipeline hands it to the exporter: ids, times,
-//! what it stands for, and an error. Built on the request path, so it holds
-//! what differs between calls and nothing more: a call span's name and
-//! attributes are derived from its tool when it is encoded
-//! ([`super::encode`]), and a stage span allocates nothing.
+//! A finished span as the pipeline hands it to the tracer: ids, times,
+//! what it stands for, and an error. It borrows its strings from the call
+//! and lives only until it is encoded ([`super::encode`]), on the worker
+//! that ran the call: a span costs the request path no allocation, and
+//! nothing but bytes crosses to the exporter thread. A call span's name
+//! and constant attributes come from the encoder.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, TraceId};
 
 /// What a span stands for.
-#[derive(Debug, Clone)]
-pub enum What {
+#[derive(Debug, Clone, Copy)]
+pub enum What<'a> {
     /// A `tools/call` Hangar answers (kind server).
     Call {
-        tool: String,
-        session: Option<String>,
+        tool: &'a str,
+        session: Option<&'a str>,
         /// The stage a failed call failed in.
         failed_in: Option<&'static str>,
     },
@@ -34,12 +35,12 @@ pub struct Parent {
 }
 
 /// One finished span.
-#[derive(Debug, Clone)]
-pub struct SpanRecord {
+#[derive(Debug, Clone, Copy)]
+pub struct SpanRecord<'a> {
     pub trace_id: TraceId,
     pub span_id: SpanId,
     pub parent: Option<Parent>,
-    pub what: What,
+    pub what: What<'a>,
     /// Nanoseconds since the Unix epoch.
     pub start: u64,
     pub end: u64,
@@ -48,7 +49,7 @@ pub struct SpanRecord {
     pub error: Option<&'static str>,
 }
 
-impl SpanRecord {
+impl SpanRecord<'_> {
     /// The span's OTLP `SpanKind`: server for a call, internal for a stage.
     pub fn kind(&self) -> u8 {
         match self.what {
