@@ -8,9 +8,10 @@
 //! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`,
 //! `…_HEADERS` and `…_TIMEOUT`.
 //!
-//! The request path pays for encoding a span under the queue's lock (a
-//! few hundred instructions, no allocation once the buffer has grown): a
-//! full queue drops the span (counted, and logged once, then at shutdown as
+//! The request path pays for encoding a span (a few hundred instructions,
+//! no allocation once the buffers have grown) into its worker's own buffer
+//! ([`super::local`]), which joins the queue in bulk: a full queue drops
+//! the span (counted, and logged once, then at shutdown as
 //! `dropped_span_count`) rather than making a call wait for the exporter.
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -111,30 +112,36 @@ struct Pending {
 }
 
 impl Queue {
-    /// Queues a finished span, which `encode` appends to the queue's
-    /// buffer; drops it when the queue is full.
-    pub fn push(&self, encode: impl FnOnce(&mut Vec<u8>)) {
+    /// Queues encoded spans: `entries` holds them one after another, and
+    /// `ends` says where each ends. Those that do not fit are dropped.
+    pub fn push(&self, entries: &[u8], ends: &[usize]) {
         let Ok(mut pending) = self.state.lock() else {
             return;
         };
-        if pending.ends.len() >= self.max_queue_size {
-            pending.dropped += 1;
-            if pending.dropped == 1 {
+        let before = pending.ends.len();
+        let room = self.max_queue_size.saturating_sub(before);
+        let (kept, lost) = ends.split_at(ends.len().min(room));
+        if let Some(&last) = kept.last() {
+            let base = pending.entries.len();
+            pending.entries.extend_from_slice(&entries[..last]);
+            pending.ends.extend(kept.iter().map(|end| base + end));
+        }
+        if !lost.is_empty() {
+            pending.dropped += lost.len() as u64;
+            if pending.dropped == lost.len() as u64 {
                 drop(pending);
                 tracing::warn!(
                     "traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE={}), spans are dropped \
                      until the exporter catches up",
                     self.max_queue_size
                 );
+                return;
             }
-            return;
         }
-        encode(&mut pending.entries);
-        let end = pending.entries.len();
-        pending.ends.push(end);
-        // Only the span that fills a batch wakes the exporter: a wake-up is
+        // Only the push that fills a batch wakes the exporter: a wake-up is
         // a syscall, and the timer takes care of the rest.
-        if pending.ends.len() == self.max_export_batch_size {
+        let now = before + kept.len();
+        if before < self.max_export_batch_size && now >= self.max_export_batch_size {
             drop(pending);
             self.ready.notify_one();
         }

@@ -16,7 +16,10 @@
 
 mod encode;
 mod export;
+mod local;
 mod span;
+
+pub use local::on_park;
 
 use std::sync::{Arc, OnceLock};
 
@@ -93,9 +96,9 @@ impl Tracer {
         self.ids.new_span_id()
     }
 
-    /// Hands a finished span to the exporter, encoded.
+    /// Hands a finished span to the exporter, encoded (see [`local`]).
     pub fn record(&self, span: &SpanRecord) {
-        self.queue.push(|out| self.envelope.put_entry(span, out));
+        local::record(self, span);
     }
 }
 
