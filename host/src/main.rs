@@ -145,12 +145,8 @@ fn main() -> ExitCode {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // A worker with nothing to do drops the instances its calls used
-        // and hands over the spans it gathered.
-        .on_thread_park(|| {
-            hangar::wasm::reaper::on_park();
-            hangar::traces::on_park();
-        })
+        // A worker with nothing to do hands over the spans it gathered.
+        .on_thread_park(hangar::traces::on_park)
         .build()
         .expect("tokio runtime");
     let result = runtime.block_on(async {

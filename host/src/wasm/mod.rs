@@ -13,7 +13,6 @@ pub mod kv;
 mod limits;
 mod mapper;
 mod offers;
-pub mod reaper;
 pub mod sched;
 mod stage;
 mod state;

@@ -113,11 +113,6 @@ impl Scheduler {
         if let Ok(permit) = slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
-        // Slots this worker's finished calls still hold (see `reaper`).
-        super::reaper::reap();
-        if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
         tokio::time::timeout_at(until.into(), slots.clone().acquire_owned())
             .await
             .ok()

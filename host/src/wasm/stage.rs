@@ -41,7 +41,7 @@ impl<B> Pooled for Live<B> {
     }
 }
 
-impl<P, B: 'static> StageComponent<P, B> {
+impl<P, B> StageComponent<P, B> {
     pub fn new(meta: PluginMeta, pre: P, engine: Engine, sched: Arc<Scheduler>) -> Self {
         StageComponent {
             warm: WarmPool::new(meta.reuse.clone()),

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::reaper;
 use super::state::GuestState;
 use crate::config::InstancesConfig;
 
@@ -62,17 +61,14 @@ impl<T: Pooled> WarmPool<T> {
     }
 
     /// Keeps `instance`, whose call — its `calls`th — ended cleanly, unless
-    /// reuse is off, it has served its calls or the pool is full; an
-    /// instance not kept is dropped off the answer's path ([`reaper`]).
-    pub(super) fn give_back(&self, instance: T, calls: u32)
-    where
-        T: 'static,
-    {
+    /// reuse is off, it has served its calls or the pool is full; one not
+    /// kept is dropped here, after the lock is let go.
+    pub(super) fn give_back(&self, instance: T, calls: u32) {
         let Some(reuse) = &self.reuse else {
-            return reaper::bury(instance);
+            return;
         };
         if calls >= reuse.max_calls {
-            return reaper::bury(instance);
+            return;
         }
         // An idle instance must not hold up the long-running lane.
         instance.store().data().turn.release();
@@ -85,7 +81,7 @@ impl<T: Pooled> WarmPool<T> {
             });
         } else {
             drop(idle);
-            reaper::bury(instance);
+            drop(instance);
         }
     }
 }
