@@ -94,25 +94,13 @@ impl Envelope {
         n += field_len(5, name_len(span));
         n += key_len(6) + 1; // kind, one varint byte
         n += 2 * (key_len(7) + 8); // start and end, fixed64
-        match &span.what {
-            What::Call {
-                tool,
-                session,
-                failed_in,
-            } => {
-                n += self.call_constants.len();
-                n += field_len(9, string_kv_len(TOOL_NAME, tool));
-                if let Some(session) = session {
-                    n += field_len(9, string_kv_len(SESSION_ID, session));
-                }
-                if let Some(stage) = failed_in {
-                    n += field_len(9, string_kv_len(STAGE, stage));
-                }
-            }
-            What::Stage(stage) => n += field_len(9, string_kv_len(STAGE, stage)),
+        if let What::Call { .. } = span.what {
+            n += self.call_constants.len();
         }
+        attributes(span, |key, value| {
+            n += field_len(9, string_kv_len(key, value))
+        });
         if let Some(error) = span.error {
-            n += field_len(9, string_kv_len(ERROR_TYPE, error));
             n += field_len(15, status_len(error));
         }
         n
@@ -142,25 +130,11 @@ impl Envelope {
         out.push(span.kind());
         put_fixed64(7, span.start, out);
         put_fixed64(8, span.end, out);
-        match &span.what {
-            What::Call {
-                tool,
-                session,
-                failed_in,
-            } => {
-                out.extend_from_slice(&self.call_constants);
-                put_string_kv(9, TOOL_NAME, tool, out);
-                if let Some(session) = session {
-                    put_string_kv(9, SESSION_ID, session, out);
-                }
-                if let Some(stage) = failed_in {
-                    put_string_kv(9, STAGE, stage, out);
-                }
-            }
-            What::Stage(stage) => put_string_kv(9, STAGE, stage, out),
+        if let What::Call { .. } = span.what {
+            out.extend_from_slice(&self.call_constants);
         }
+        attributes(span, |key, value| put_string_kv(9, key, value, out));
         if let Some(error) = span.error {
-            put_string_kv(9, ERROR_TYPE, error, out);
             put_prefix(15, status_len(error), out);
             put_bytes(2, error.as_bytes(), out);
             out.push(key(3, WireType::Varint));
@@ -182,6 +156,30 @@ const SESSION_ID: &str = "mcp.session.id";
 /// On a stage span, its stage; on a failed call's, the stage it failed in.
 const STAGE: &str = "hangar.stage";
 const ERROR_TYPE: &str = "error.type";
+
+/// Hands `each` the attributes of `span` that differ between spans, in
+/// order: the sizing pass and the writing pass both walk this one list.
+fn attributes<'s>(span: &SpanRecord<'s>, mut each: impl FnMut(&str, &'s str)) {
+    match span.what {
+        What::Call {
+            tool,
+            session,
+            failed_in,
+        } => {
+            each(TOOL_NAME, tool);
+            if let Some(session) = session {
+                each(SESSION_ID, session);
+            }
+            if let Some(stage) = failed_in {
+                each(STAGE, stage);
+            }
+        }
+        What::Stage(stage) => each(STAGE, stage),
+    }
+    if let Some(error) = span.error {
+        each(ERROR_TYPE, error);
+    }
+}
 
 /// The length of `span`'s name: `tools/call <tool>`, or its stage's.
 fn name_len(span: &SpanRecord) -> usize {
