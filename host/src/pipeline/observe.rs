@@ -37,7 +37,6 @@ struct Spans {
     trace_id: TraceId,
     span_id: SpanId,
     parent: Option<Parent>,
-    start: u64,
     /// The running stage's span: its stage, id and start.
     stage: Option<(Stage, SpanId, u64)>,
 }
@@ -109,7 +108,7 @@ impl<'m> StageClock<'m> {
                     session,
                     failed_in: error.and(failed_in).map(Stage::as_str),
                 },
-                start: spans.start,
+                start: spans.clock.start(),
                 end: spans.clock.nanos(now),
                 error,
             });
@@ -151,7 +150,6 @@ fn start_call_span(
             span_id: p.span_id(),
             remote,
         }),
-        start: clock.nanos(now),
         stage: None,
     })
 }

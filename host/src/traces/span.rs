@@ -77,6 +77,11 @@ impl SpanClock {
         SpanClock { wall, at }
     }
 
+    /// Nanoseconds since the Unix epoch when the clock was made.
+    pub fn start(&self) -> u64 {
+        self.wall
+    }
+
     /// Nanoseconds since the Unix epoch at `instant`.
     pub fn nanos(&self, instant: Instant) -> u64 {
         self.wall + instant.saturating_duration_since(self.at).as_nanos() as u64
