@@ -26,6 +26,21 @@ impl Stage {
     /// `OutputMap` is the last variant).
     pub const COUNT: usize = Stage::OutputMap as usize + 1;
 
+    /// Every stage, in order: `ALL[stage as usize] == stage`.
+    pub const ALL: [Stage; Stage::COUNT] = [
+        Stage::Resolve,
+        Stage::Auth,
+        Stage::Pinning,
+        Stage::InputMap,
+        Stage::RateLimit,
+        Stage::Validate,
+        Stage::Env,
+        Stage::Connector,
+        Stage::Handler,
+        Stage::Upstream,
+        Stage::OutputMap,
+    ];
+
     /// The name used in messages and in `data.stage`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -99,11 +99,11 @@ impl Pipeline {
         let mut clock = observe::StageClock::start(&self.metrics, name, cx);
         let fuel_before = cx.usage.fuel();
         let outcome = self.run_stages(name, args, cx, &mut clock).await;
-        clock.finish(name, cx.session_id.as_deref(), &outcome);
+        let stages = clock.finish(name, cx.session_id.as_deref(), &outcome);
         cx.trace_parent = outer;
         access::log(name, cx, &outcome, started.elapsed());
         let fuel = cx.usage.fuel() - fuel_before;
-        observe::ended(&self.metrics, name, cx, &outcome, fuel);
+        observe::ended(&self.metrics, name, cx, &outcome, fuel, stages);
         outcome
     }
 

@@ -7,7 +7,7 @@
 //! of their own; a call that fails in one names it on the call's span
 //! (`hangar.stage`). Spans cost the exporter on the same cores: an echo
 //! call makes two, not seven.
-//! [`ended`] counts the call once it is over. The clock lives on the stack
+//! [`ended`] counts the call once it is over, with its stages' times. The clock lives on the stack
 //! of [`super::Pipeline::call`] and is handed to every stage boundary.
 
 use std::time::Instant;
@@ -15,7 +15,7 @@ use std::time::Instant;
 use opentelemetry::trace::{SpanId, TraceId};
 
 use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, access};
-use crate::metrics::{CallOutcome, Metrics, UNKNOWN_TOOL};
+use crate::metrics::{CallOutcome, Metrics, StageTimes, UNKNOWN_TOOL};
 use crate::traces::{self, Parent, SpanClock, SpanRecord, Tracer, What};
 
 /// The running stage of one call and when it began; inert (and free) when
@@ -26,6 +26,8 @@ pub(super) struct StageClock<'m>(Option<Clock<'m>>);
 struct Clock<'m> {
     metrics: &'m Metrics,
     current: Option<(Stage, Instant)>,
+    /// The stages that ended, and how long each took.
+    times: StageTimes,
     spans: Option<Spans>,
 }
 
@@ -59,6 +61,7 @@ impl<'m> StageClock<'m> {
         StageClock(Some(Clock {
             metrics,
             current: Some((Stage::Resolve, now)),
+            times: StageTimes::default(),
             spans,
         }))
     }
@@ -82,14 +85,17 @@ impl<'m> StageClock<'m> {
     }
 
     /// Ends the running stage and the call's span: the call of `tool`
-    /// (in `session`, if any) is over.
+    /// (in `session`, if any) is over. Returns how long each stage took,
+    /// for [`ended`].
     pub(super) fn finish(
         self,
         tool: &str,
         session: Option<&str>,
         outcome: &Result<ToolResult, CallError>,
-    ) {
-        let Some(mut clock) = self.0 else { return };
+    ) -> StageTimes {
+        let Some(mut clock) = self.0 else {
+            return StageTimes::default();
+        };
         let error = match outcome {
             Ok(r) if r.is_error => Some("tool_error"),
             Ok(_) => None,
@@ -113,6 +119,7 @@ impl<'m> StageClock<'m> {
                 error,
             });
         }
+        clock.times
     }
 }
 
@@ -170,8 +177,10 @@ fn set_hex(out: &mut String, id: TraceId) {
 impl Clock<'_> {
     /// Ends the running stage (its span failed with `error`, if any).
     fn stop(&mut self, now: Instant, error: Option<&'static str>) {
-        if let Some((stage, since)) = self.current.take() {
-            self.metrics.stage_took(stage, now.duration_since(since));
+        if let Some((stage, since)) = self.current.take()
+            && self.metrics.is_on()
+        {
+            self.times.set(stage, now.duration_since(since));
         }
         if let Some(spans) = &mut self.spans
             && let Some((stage, span_id, start)) = spans.stage.take()
@@ -192,13 +201,14 @@ impl Clock<'_> {
     }
 }
 
-/// Counts a finished call of `tool` that burned `fuel`.
+/// Counts a finished call of `tool` that burned `fuel`, and times its `stages`.
 pub(super) fn ended(
     metrics: &Metrics,
     tool: &str,
     cx: &CallContext,
     outcome: &Result<ToolResult, CallError>,
     fuel: u64,
+    stages: StageTimes,
 ) {
     let (result, stage) = access::outcome(outcome);
     let unknown = matches!(outcome, Err(e) if e.kind == ErrorKind::NotFound);
@@ -208,6 +218,7 @@ pub(super) fn ended(
         outcome: result,
         fuel,
         dropped_events: cx.events.dropped(),
+        stages,
     });
 }
 

@@ -1,11 +1,14 @@
 //! Prometheus metrics: one [`Metrics`] registry per process, shared by
 //! `Arc`. The pipeline counts each call as it ends (tool, stage, outcome,
-//! fuel, dropped events) and times each stage; what lives in other
+//! fuel, dropped events) and times each stage, into the counting thread's
+//! own tally ([`tally`]); what lives in other
 //! components (instance slots, DB pools, result caches) is read at scrape
 //! time from a [`Live`] snapshot, so the backends carry no metrics handle.
 //! `GET /metrics` (see [`crate::server`]) renders it in the text format.
 
-use std::sync::OnceLock;
+mod tally;
+
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -14,8 +17,9 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use tally::{Tallies, TallySeries};
 
 use crate::call::Stage;
 
@@ -24,32 +28,8 @@ use crate::call::Stage;
 pub const UNKNOWN_TOOL: &str = "(unknown)";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallLabels {
-    tool: String,
-    stage: &'static str,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ToolLabels {
-    tool: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StageLabels {
-    stage: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     pool: &'static str,
-}
-
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
-
-/// Stage latency buckets: 50 µs to about 13 s, ×4 each.
-fn stage_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.000_05, 4.0, 10))
 }
 
 /// How one call ended, as the access line says it.
@@ -64,6 +44,29 @@ pub struct CallOutcome<'a> {
     pub fuel: u64,
     /// Events (logs, progress) it lost to its budget or a full channel.
     pub dropped_events: u64,
+    /// How long each stage it entered took.
+    pub stages: StageTimes,
+}
+
+/// How long each stage of one call took (`None`: the call did not get
+/// there). Handed over once, when the call ends: one count per call, not
+/// one per stage.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageTimes([Option<u64>; Stage::COUNT]);
+
+impl StageTimes {
+    /// Notes that `stage` took `took`.
+    pub fn set(&mut self, stage: Stage, took: Duration) {
+        self.0[stage as usize] = Some(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// The stages entered and their nanoseconds, in stage order.
+    fn entered(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.map(|n| (i, n)))
+    }
 }
 
 /// What is read from the rest of the server at scrape time.
@@ -82,13 +85,8 @@ pub struct Live {
 /// The registry and every series Hangar exports.
 pub struct Metrics {
     registry: Registry,
-    calls: Family<CallLabels, Counter>,
-    stage_seconds: Histograms<StageLabels>,
-    /// Each stage's series of `stage_seconds`, looked up once: a call
-    /// passes six or seven stages, and the family's lookup hashes and locks.
-    stage_handles: [OnceLock<Histogram>; Stage::COUNT],
-    fuel: Family<ToolLabels, Counter>,
-    dropped_events: Family<ToolLabels, Counter>,
+    /// Calls, fuel, dropped events and stage latencies, counted per thread.
+    tallies: Arc<Tallies>,
     busy: Counter,
     rate_limited: Counter,
     reloads: Counter,
@@ -111,17 +109,9 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("hangar");
-        let calls = Family::<CallLabels, Counter>::default();
-        let stage_seconds: Histograms<StageLabels> = Family::new_with_constructor(stage_histogram);
-        let fuel = Family::<ToolLabels, Counter>::default();
-        let dropped_events = Family::<ToolLabels, Counter>::default();
         let instances = Family::<PoolLabels, Gauge>::default();
         let m = Metrics {
-            calls,
-            stage_seconds,
-            stage_handles: Default::default(),
-            fuel,
-            dropped_events,
+            tallies: Tallies::new(),
             busy: Counter::default(),
             rate_limited: Counter::default(),
             reloads: Counter::default(),
@@ -134,26 +124,9 @@ impl Metrics {
             off: false,
         };
         let r = &mut registry;
-        r.register(
-            "calls",
-            "Tool calls by tool, the stage they ended in and how they ended",
-            m.calls.clone(),
-        );
-        r.register(
-            "stage_duration_seconds",
-            "Time spent in each pipeline stage",
-            m.stage_seconds.clone(),
-        );
-        r.register(
-            "fuel_consumed",
-            "Wasm fuel burned by tool handlers",
-            m.fuel.clone(),
-        );
-        r.register(
-            "dropped_events",
-            "Log and progress events dropped (over budget or the client not keeping up)",
-            m.dropped_events.clone(),
-        );
+        // hangar_calls, hangar_stage_duration_seconds, hangar_fuel_consumed
+        // and hangar_dropped_events.
+        r.register_collector(Box::new(TallySeries(m.tallies.clone())));
         r.register(
             "busy_rejections",
             "Calls refused because no instance slot or concurrency permit came free in time",
@@ -207,19 +180,12 @@ impl Metrics {
         !self.off
     }
 
-    /// Counts one finished call.
+    /// Counts one finished call and times its stages.
     pub fn call_ended(&self, call: CallOutcome<'_>) {
         if self.off {
             return;
         }
-        let tool = call.tool.to_string();
-        self.calls
-            .get_or_create(&CallLabels {
-                tool: tool.clone(),
-                stage: call.stage,
-                outcome: call.outcome,
-            })
-            .inc();
+        self.tallies.call_ended(&call);
         match call.outcome {
             "busy" => {
                 self.busy.inc();
@@ -229,32 +195,6 @@ impl Metrics {
             }
             _ => {}
         }
-        if call.fuel > 0 {
-            self.fuel
-                .get_or_create(&ToolLabels { tool: tool.clone() })
-                .inc_by(call.fuel);
-        }
-        if call.dropped_events > 0 {
-            self.dropped_events
-                .get_or_create(&ToolLabels { tool })
-                .inc_by(call.dropped_events);
-        }
-    }
-
-    /// Records how long one stage of a call took.
-    pub fn stage_took(&self, stage: Stage, took: Duration) {
-        if self.off {
-            return;
-        }
-        self.stage_handles[stage as usize]
-            .get_or_init(|| {
-                self.stage_seconds
-                    .get_or_create(&StageLabels {
-                        stage: stage.as_str(),
-                    })
-                    .clone()
-            })
-            .observe(took.as_secs_f64());
     }
 
     /// Counts one catalog reload (hot reload calls this once per swap).
@@ -320,8 +260,14 @@ mod tests {
             outcome: "ok",
             fuel: 40_000,
             dropped_events: 0,
+            stages: StageTimes::default(),
         };
-        m.call_ended(ok);
+        let mut handled = StageTimes::default();
+        handled.set(Stage::Handler, Duration::from_micros(70));
+        m.call_ended(CallOutcome {
+            stages: handled,
+            ..ok
+        });
         m.call_ended(ok);
         m.call_ended(CallOutcome {
             stage: "rate_limit",
@@ -330,7 +276,6 @@ mod tests {
             dropped_events: 2,
             ..ok
         });
-        m.stage_took(Stage::Handler, Duration::from_micros(70));
         m.reloaded();
         let text = m.render(&Live {
             instances: vec![("tools", 3)],
@@ -371,6 +316,8 @@ mod tests {
     #[test]
     fn metrics_that_are_off_count_nothing() {
         let m = Metrics::off();
+        let mut handled = StageTimes::default();
+        handled.set(Stage::Handler, Duration::from_micros(70));
         assert!(!m.is_on());
         m.call_ended(CallOutcome {
             tool: "echo",
@@ -378,8 +325,8 @@ mod tests {
             outcome: "ok",
             fuel: 1,
             dropped_events: 0,
+            stages: handled,
         });
-        m.stage_took(Stage::Handler, Duration::from_micros(70));
         let text = m.render(&Live::default());
         assert_eq!(
             sample(&text, r#"hangar_calls_total{tool="echo""#),
@@ -405,6 +352,7 @@ mod tests {
                 outcome: "ok",
                 fuel: 5,
                 dropped_events: 0,
+                stages: StageTimes::default(),
             });
         }
         let text = without_tools(&m.render(&Live::default()), &["admin"]);
