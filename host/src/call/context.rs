@@ -304,7 +304,13 @@ pub struct RequestInfo {
     /// copied into strings: most calls never look at them.
     pub headers: axum::http::HeaderMap,
     pub client_addr: Option<std::net::SocketAddr>,
+    /// The W3C `traceparent` header, if one came: looked up once, here,
+    /// for the call's trace id and for the span it continues.
+    pub traceparent: Option<axum::http::HeaderValue>,
 }
+
+/// The W3C header that names a call's parent span.
+static TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
 
 impl RequestInfo {
     pub fn new(
@@ -320,7 +326,13 @@ impl RequestInfo {
             path: path.to_string(),
             headers: headers.clone(),
             client_addr,
+            traceparent: headers.get(&TRACEPARENT).cloned(),
         }
+    }
+
+    /// The `traceparent` header as text, if it came and is text.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_ref().and_then(|v| v.to_str().ok())
     }
 
     /// The headers as text pairs (what an auth check's WIT record holds);

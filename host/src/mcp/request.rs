@@ -91,21 +91,18 @@ impl Request<'_> {
 
     /// A call context for this request: trace id, session, what the auth stage sees.
     pub(super) fn context(&self, st: &McpState) -> CallContext {
-        let traceparent = self
-            .headers
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok());
-        let mut cx = CallContext::traced(traceparent, st.trace_ids);
-        cx.session_id = self.session.as_ref().map(|s| s.id.clone());
-        cx.pins = self.session.as_ref().map(|s| s.pins.clone());
-        cx.principal = self.token.clone();
-        cx.request = Some(Arc::new(RequestInfo::new(
+        let info = RequestInfo::new(
             Transport::Mcp,
             "POST",
             "/mcp",
             self.headers,
             Some(self.client),
-        )));
+        );
+        let mut cx = CallContext::traced(info.traceparent(), st.trace_ids);
+        cx.session_id = self.session.as_ref().map(|s| s.id.clone());
+        cx.pins = self.session.as_ref().map(|s| s.pins.clone());
+        cx.principal = self.token.clone();
+        cx.request = Some(Arc::new(info));
         cx
     }
 

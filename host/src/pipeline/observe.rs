@@ -133,9 +133,7 @@ fn start_call_span(
     let (parent, remote) = match &cx.trace_parent {
         Some(stage) => (Some(stage.clone()), false),
         None => (
-            cx.request
-                .as_ref()
-                .and_then(|r| traces::incoming_parent(&r.headers)),
+            cx.request.as_ref().and_then(|r| traces::incoming_parent(r)),
             true,
         ),
     };

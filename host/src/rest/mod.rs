@@ -94,18 +94,12 @@ fn context(
     client: SocketAddr,
     token: Token,
 ) -> CallContext {
-    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let mut cx = CallContext::traced(traceparent, rest.trace_ids);
+    let info = RequestInfo::new(Transport::Rest, method, path, headers, Some(client));
+    let mut cx = CallContext::traced(info.traceparent(), rest.trace_ids);
     // `[oauth]` with `rest = true`: the bearer token's principal, which the
     // middleware put in place of the `Authorization` header.
     cx.principal = token.map(|t| t.0);
-    cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Rest,
-        method,
-        path,
-        headers,
-        Some(client),
-    )));
+    cx.request = Some(Arc::new(info));
     cx
 }
 

@@ -30,6 +30,8 @@ use opentelemetry::trace::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Config, IdGenerator, SamplingDecision, ShouldSample};
 
+use crate::call::RequestInfo;
+
 pub use span::{Parent, SpanClock, SpanRecord, What};
 
 static TRACER: OnceLock<Tracer> = OnceLock::new();
@@ -156,19 +158,13 @@ impl Traces {
     }
 }
 
-/// The W3C header that names a call's parent span.
-static TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
-
 /// The parent an incoming W3C `traceparent` (and `tracestate`) names, from
-/// request headers as the call context keeps them (names lower-cased).
-/// Without a `traceparent` the call starts a trace of its own: the common
-/// case, answered by one lookup of a prebuilt header name rather than the
-/// propagator's parse of the name and clone of the current context.
-pub fn incoming_parent(headers: &axum::http::HeaderMap) -> Option<SpanContext> {
-    if !headers.contains_key(&TRACEPARENT) {
-        return None;
-    }
-    let cx = TraceContextPropagator::new().extract(&Headers(headers));
+/// the request as the call context keeps it. Without a `traceparent` the
+/// call starts a trace of its own: the common case, answered by the header
+/// lookup [`RequestInfo::new`] made, without the propagator's parse.
+pub fn incoming_parent(request: &RequestInfo) -> Option<SpanContext> {
+    request.traceparent.as_ref()?;
+    let cx = TraceContextPropagator::new().extract(&Headers(&request.headers));
     let span = cx.span();
     let parent = span.span_context();
     parent.is_valid().then(|| parent.clone())
@@ -199,13 +195,15 @@ mod tests {
                 .parse()
                 .unwrap(),
         );
-        let sc = incoming_parent(&headers).unwrap();
+        let request =
+            |headers| RequestInfo::new(crate::call::Transport::Mcp, "POST", "/mcp", &headers, None);
+        let sc = incoming_parent(&request(headers)).unwrap();
         assert!(sc.is_remote());
         assert_eq!(
             sc.trace_id().to_string(),
             "4bf92f3577b34da6a3ce929d0e0e4736"
         );
         assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
-        assert!(incoming_parent(&Default::default()).is_none());
+        assert!(incoming_parent(&request(Default::default())).is_none());
     }
 }
