@@ -73,7 +73,7 @@ class JsonApi:
             def log_message(self, format, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = RoomyServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.base = f"http://127.0.0.1:{self.port}"
@@ -81,6 +81,12 @@ class JsonApi:
 
     def seen(self, path):
         return [r for r in self.requests if r["path"] == path]
+
+
+class RoomyServer(ThreadingHTTPServer):
+    # The listen backlog is 5 by default: on a loaded machine a guest's
+    # connection that finds it full may be reset rather than served.
+    request_queue_size = 64
 
 
 @pytest.fixture(scope="module")
