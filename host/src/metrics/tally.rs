@@ -18,10 +18,10 @@
 //! A thread that ends hands its tally to [`Tallies`]'s `retired` one, so
 //! nothing counted is lost when the runtime retires a blocking thread.
 
+use hashbrown::HashMap;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
-use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
@@ -112,7 +112,7 @@ impl ToolTally {
 #[derive(Debug, Default, Clone)]
 struct Tally {
     stages: [Latency; Stage::COUNT],
-    tools: FxHashMap<Box<str>, ToolTally>,
+    tools: HashMap<Box<str>, ToolTally>,
 }
 
 impl Tally {
@@ -127,10 +127,7 @@ impl Tally {
 
     /// The tool's tally, made on its first call on this thread.
     fn tool(&mut self, tool: &str) -> &mut ToolTally {
-        if !self.tools.contains_key(tool) {
-            self.tools.insert(tool.into(), ToolTally::default());
-        }
-        self.tools.get_mut(tool).expect("inserted above")
+        self.tools.entry_ref(tool).or_default()
     }
 }
 

@@ -112,7 +112,7 @@ impl Pipeline {
         name: &str,
         args: Value,
         cx: &mut CallContext,
-        clock: &mut observe::StageClock<'_>,
+        clock: &mut observe::StageClock,
     ) -> Result<ToolResult, CallError> {
         if meta::is_meta(self.catalog.mode(), name) {
             return self.call_meta(name, args, cx).await;
@@ -291,7 +291,7 @@ fn not_cancelled(cx: &CallContext, next: Stage) -> Result<(), CallError> {
 /// `next` from now on (with a span of its own when `traced`).
 fn proceed(
     cx: &mut CallContext,
-    clock: &mut observe::StageClock<'_>,
+    clock: &mut observe::StageClock,
     next: Stage,
     traced: bool,
 ) -> Result<(), CallError> {

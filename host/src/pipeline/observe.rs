@@ -7,8 +7,9 @@
 //! of their own; a call that fails in one names it on the call's span
 //! (`hangar.stage`). Spans cost the exporter on the same cores: an echo
 //! call makes two, not seven.
-//! [`ended`] counts the call once it is over, with its stages' times. The clock lives on the stack
-//! of [`super::Pipeline::call`] and is handed to every stage boundary.
+//! [`ended`] counts the call once it is over, with its stages' times. The
+//! clock lives on the stack of [`super::Pipeline::call`] and is handed to
+//! every stage boundary.
 
 use std::time::Instant;
 
@@ -21,10 +22,11 @@ use crate::traces::{self, Parent, SpanClock, SpanRecord, Tracer, What};
 /// The running stage of one call and when it began; inert (and free) when
 /// neither metrics nor traces are on.
 #[derive(Default)]
-pub(super) struct StageClock<'m>(Option<Clock<'m>>);
+pub(super) struct StageClock(Option<Clock>);
 
-struct Clock<'m> {
-    metrics: &'m Metrics,
+struct Clock {
+    /// Whether metrics are on: stage times are kept only then.
+    timed: bool,
     current: Option<(Stage, Instant)>,
     /// The stages that ended, and how long each took.
     times: StageTimes,
@@ -43,7 +45,7 @@ struct Spans {
     stage: Option<(Stage, SpanId, u64)>,
 }
 
-impl<'m> StageClock<'m> {
+impl StageClock {
     /// A clock for a call of `tool` that starts now, in its resolve stage.
     /// With traces on, the call's span continues `cx.trace_parent` (the
     /// stage of the meta-tool call this one runs inside), or else the
@@ -51,7 +53,7 @@ impl<'m> StageClock<'m> {
     /// (when trace ids are on), so the access line and outbound requests
     /// name it. An unsampled call records no span; the calls inside it
     /// follow its decision.
-    pub(super) fn start(metrics: &'m Metrics, tool: &str, cx: &mut CallContext) -> StageClock<'m> {
+    pub(super) fn start(metrics: &Metrics, tool: &str, cx: &mut CallContext) -> StageClock {
         let tracer = traces::tracer();
         if tracer.is_none() && !metrics.is_on() {
             return StageClock(None);
@@ -59,7 +61,7 @@ impl<'m> StageClock<'m> {
         let now = Instant::now();
         let spans = tracer.and_then(|tracer| start_call_span(tracer, tool, cx, now));
         StageClock(Some(Clock {
-            metrics,
+            timed: metrics.is_on(),
             current: Some((Stage::Resolve, now)),
             times: StageTimes::default(),
             spans,
@@ -172,11 +174,11 @@ fn set_hex(out: &mut String, id: TraceId) {
     }
 }
 
-impl Clock<'_> {
+impl Clock {
     /// Ends the running stage (its span failed with `error`, if any).
     fn stop(&mut self, now: Instant, error: Option<&'static str>) {
         if let Some((stage, since)) = self.current.take()
-            && self.metrics.is_on()
+            && self.timed
         {
             self.times.set(stage, now.duration_since(since));
         }
