@@ -78,7 +78,19 @@ class Server:
         raise RuntimeError(f"hangar did not start:\n{self.log_text()}")
 
     def log_text(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""
+        """The log so far. Hangar writes its lines from a thread of its own a
+        moment after they happen, so this waits (up to 2 s) until the file
+        has stopped growing for 50 ms."""
+        if not self.log_path.exists():
+            return ""
+        size, deadline = -1, time.monotonic() + 2
+        while time.monotonic() < deadline:
+            now = self.log_path.stat().st_size
+            if now == size:
+                break
+            size = now
+            time.sleep(0.05)
+        return self.log_path.read_text()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

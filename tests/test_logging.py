@@ -63,3 +63,25 @@ def test_text_logs_have_no_colour_codes_off_a_terminal(tmp_path):
                             "--plugins", str(plugins)], capture_output=True, text=True, timeout=120, env=env)
     lines = [json.loads(line) for line in again.stderr.splitlines() if line.strip()]
     assert any(r.get("message") == "component loaded" and r.get("origin") == "cache" for r in lines)
+
+
+def test_no_access_line_is_lost_under_load_or_at_shutdown(tmp_path, shared_cache):
+    # Lines are written by a thread of their own: 16 callers at once must
+    # still leave one line per call, all of them out by the time the server
+    # has stopped (SIGTERM), none written twice.
+    from concurrent.futures import ThreadPoolExecutor
+    s = Server(tmp_path, ["echo"], "", shared_cache).start()
+    calls = 800
+    try:
+        def call(i):
+            r = httpx.post(s.url + "/tools/echo/call", json={"text": f"load-{i}"}, timeout=30)
+            return r.status_code
+        with ThreadPoolExecutor(16) as pool:
+            codes = list(pool.map(call, range(calls)))
+        assert codes == [200] * calls
+    finally:
+        s.stop()
+    access = [line for line in log_lines(s) if "hangar::access" in line and 'tool="echo"' in line]
+    assert len(access) == calls, f"{len(access)} access lines for {calls} calls"
+    trace_ids = {line.split("trace_id=")[1] for line in access}
+    assert len(trace_ids) == calls
