@@ -129,7 +129,10 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
             .map(|s| s.track(&req.id, cx.cancel.clone())),
         task: {
             let pipeline = st.pipeline.current();
-            tokio::spawn(async move { pipeline.call(&name, args, &mut cx).await })
+            // The pipeline's future (~4.6 KB) is boxed where it starts, so
+            // the task holds a pointer to it and spawning copies ~100 bytes,
+            // not the whole future, twice over.
+            tokio::spawn(async move { Box::pin(pipeline.call(&name, args, &mut cx)).await })
         },
         id: req.id,
         errors: st.errors,

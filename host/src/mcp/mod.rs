@@ -84,7 +84,14 @@ async fn post_mcp(
         Incoming::Response { .. } => None,
     };
     if modern::era(&headers, params) == modern::Era::Modern {
-        return modern::post(&st, client, token.map(|t| t.0), &headers, message).await;
+        return Box::pin(modern::post(
+            &st,
+            client,
+            token.map(|t| t.0),
+            &headers,
+            message,
+        ))
+        .await;
     }
     if let Err(refusal) = guard::check_version(&headers) {
         return refused(refusal);
@@ -93,7 +100,7 @@ async fn post_mcp(
         && method == "initialize"
     {
         let owner = token.as_ref().map(|t| t.0.subject.clone());
-        return initialize(&st, id, params, owner).await;
+        return Box::pin(initialize(&st, id, params, owner)).await;
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,
@@ -114,14 +121,16 @@ async fn post_mcp(
             let session_id = session.as_ref().map(|s| s.id.as_str());
             if !st.asks.answer(&id, session_id, outcome.clone()) {
                 match &st.cluster {
-                    Some(cluster) => replicas::pass_answer(cluster, session_id, id, outcome).await,
+                    Some(cluster) => {
+                        Box::pin(replicas::pass_answer(cluster, session_id, id, outcome)).await
+                    }
                     None => tracing::debug!(%id, "a response to no question waiting"),
                 }
             }
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Notification { method, params } => {
-            notification(&st, session.as_deref(), &method, &params).await;
+            Box::pin(notification(&st, session.as_deref(), &method, &params)).await;
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Request { id, method, params } => {
@@ -134,19 +143,23 @@ async fn post_mcp(
                 token: token.map(|t| t.0),
                 modern: None,
             };
+            // Every method but `tools/call` (whose pipeline runs boxed in a
+            // task of its own) is boxed where it is awaited: inline, the
+            // largest of them (~4.5 KB) would size this handler's future,
+            // which axum boxes, and copies, for every request.
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
-                "tools/list" => tools_list(&st, &request).await,
+                "tools/list" => Box::pin(tools_list(&st, &request)).await,
                 "tools/call" => calls::tools_call(&st, request).await,
-                "logging/setLevel" => set_level(&st, &request).await,
-                "resources/list" => offers::resources_list(&st, &request).await,
-                "resources/templates/list" => offers::templates_list(&st, &request).await,
-                "resources/read" => offers::resources_read(&st, &request).await,
-                "resources/subscribe" => offers::subscribe(&st, &request, true).await,
-                "resources/unsubscribe" => offers::subscribe(&st, &request, false).await,
-                "prompts/list" => offers::prompts_list(&st, &request).await,
-                "prompts/get" => offers::prompts_get(&st, &request).await,
-                "completion/complete" => offers::complete(&st, &request).await,
+                "logging/setLevel" => Box::pin(set_level(&st, &request)).await,
+                "resources/list" => Box::pin(offers::resources_list(&st, &request)).await,
+                "resources/templates/list" => Box::pin(offers::templates_list(&st, &request)).await,
+                "resources/read" => Box::pin(offers::resources_read(&st, &request)).await,
+                "resources/subscribe" => Box::pin(offers::subscribe(&st, &request, true)).await,
+                "resources/unsubscribe" => Box::pin(offers::subscribe(&st, &request, false)).await,
+                "prompts/list" => Box::pin(offers::prompts_list(&st, &request)).await,
+                "prompts/get" => Box::pin(offers::prompts_get(&st, &request)).await,
+                "completion/complete" => Box::pin(offers::complete(&st, &request)).await,
                 _ => reply_error(
                     &request.id,
                     &RpcError::new(
