@@ -175,8 +175,10 @@ def check_once(url, body, headers=None):
 class Proc:
     def __init__(self, args, health, env=None, cwd=None):
         self.log = open(WORK / f"{Path(args[0]).name}-{time.monotonic_ns()}.log", "w")
+        # A variable given as None is left out of the environment.
+        env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, cwd=cwd)
+                                     env=env, cwd=cwd)
         self.startup = wait_http(health, self.proc)
 
     def stop(self):
@@ -372,7 +374,10 @@ def main():
         "OTEL_TRACES_SAMPLER_ARG": "0.1"})
     counted = start_hangar(plugins, cache, fetch_grant)
     unobserved = start_hangar(plugins, cache, fetch_grant, server_extra="metrics = false")
-    for server in (observed, sampled, counted, unobserved):
+    # As an operator runs it: no RUST_LOG, so an access line per call, into
+    # a file (the other servers run at RUST_LOG=warn).
+    logged = start_hangar(plugins, cache, fetch_grant, env={"RUST_LOG": None})
+    for server in (observed, sampled, counted, unobserved, logged):
         check_once(server.url + "/mcp", ECHO_MCP)
 
     first_id = DB_MCP % 1
@@ -416,6 +421,9 @@ def main():
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Rust wasm echo, MCP, metrics on (no traces)", counted.url + "/mcp", lua_script("echo-counted", ECHO_MCP),
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
+        ("Rust wasm echo, MCP, default log level (an access line per call, to a file)", logged.url + "/mcp",
+         lua_script("echo-logged", ECHO_MCP),
+         "the same at RUST_LOG=warn", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP), False),
         ("Outbound HTTP from a guest (wasi:http GET, new connection), MCP", hangar.url + "/mcp",
          lua_script("fetch-mcp", FETCH_MCP % base_port), "same request made by the host", base + "/fetch",
          lua_script("base-fetch", "{}"), False),
@@ -440,7 +448,7 @@ def main():
         # The observed server's spans did reach the collector (else the ratio measures nothing).
         wait_until(lambda: int(urllib.request.urlopen(base + "/v1/traces").read()) > 0, 10,
                    "spans at the OTLP route")
-        for server in (observed, sampled, counted, unobserved):
+        for server in (observed, sampled, counted, unobserved, logged):
             server.stop()
         warn_dropped_spans(observed, sampled)
 
@@ -469,7 +477,7 @@ def main():
         hangar.stop()
         baseline.stop()
         if args.only:
-            for server in (observed, sampled, counted, unobserved):
+            for server in (observed, sampled, counted, unobserved, logged):
                 server.stop()
             warn_dropped_spans(observed, sampled)
     if args.only:
