@@ -277,6 +277,18 @@ statement = "SELECT set_config('hangar.secret', {{{{ inputs.v }}}}, false) || (1
 inputs.v = {{ type = "string", required = true }}
 
 [[tools]]
+name = "ro.listen"
+description = "Listens on a channel"
+use = "main"
+statement = "LISTEN hangar_probe"
+
+[[tools]]
+name = "ro.listening"
+description = "Counts the channels this session listens on"
+use = "main"
+statement = "SELECT count(*)::int AS n FROM pg_listening_channels()"
+
+[[tools]]
 name = "ro.lock"
 description = "Takes a session-level advisory lock"
 use = "main"
@@ -372,6 +384,13 @@ def test_failed_read_only_statement_leaves_no_session_state(mcp):
     assert row["v"] in (None, ""), row
     assert "read-only transaction" in error(mcp.call("ro.insert", {"v": "eve"}), "connector")
     assert canary() == "a,b"
+
+
+def test_read_only_call_leaves_no_listen_behind(mcp):
+    # LISTEN is allowed in a read-only transaction and outlives it when it
+    # commits; the pool's one session must not keep it for the next caller.
+    rows(mcp.call("ro.listen", {}))
+    assert rows(mcp.call("ro.listening", {})) == [{"n": 0}]
 
 
 def advisory_locks_held(key):

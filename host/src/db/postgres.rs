@@ -3,22 +3,22 @@
 //! bound by the type Postgres infers for each parameter, TLS by `sslmode`.
 //!
 //! Pooled sessions are shared by every caller, so no call may leave state
-//! behind: a read-only tool's statement runs in its own `READ ONLY`
-//! transaction that is always rolled back (undoing any `SET` or
-//! `set_config`), and a writer's is followed by a reset of the session.
-//! Both are sent with the statement, in one round trip.
+//! behind: every statement is followed by a reset of the session, sent with
+//! it, in one round trip.
 //!
-//! A read-only call is three messages, pipelined: `START TRANSACTION READ
-//! ONLY` (a simple query), the statement (bound and executed, prepared once
-//! per connection), and one simple query that rolls back and drops advisory
-//! locks (`ROLLBACK; SELECT pg_advisory_unlock_all()`: session locks outlive
-//! a rollback). What a call costs Postgres is mostly its messages, not their
-//! statements: each one ends in a Sync, which the server answers with a
-//! flush of its own (a `send`, and a wake-up of this side), so the end is one
-//! message, not two. Fewer is not possible through tokio-postgres, which
-//! ends every request with a Sync. Measured on loopback, a wrapped call
-//! costs Postgres about 1.8x the bare statement's CPU time; the same four
-//! statements behind a single Sync (pgbench, pipelined) cost it 1.3x.
+//! A read-only call is two messages, pipelined: the statement (bound and
+//! executed, prepared once per connection) and one simple query that resets
+//! the session ([`READ_ONLY_RESET`]). The statement runs in a transaction of
+//! its own that is read-only because the read-only pool's sessions default
+//! to read-only transactions (`default_transaction_read_only`, a startup
+//! option, which `RESET ALL` puts back if the statement turned it off for
+//! later calls). What a call costs Postgres is mostly its messages, not
+//! their statements: each one ends in a Sync, which the server answers with
+//! a flush of its own (a `send`, and a wake-up of this side). Fewer is not
+//! possible through tokio-postgres, which ends every request with a Sync.
+//! An earlier form, `START TRANSACTION READ ONLY`, the statement, then
+//! `ROLLBACK; SELECT pg_advisory_unlock_all()`, was three messages; two
+//! served ~12 % more cache misses in an interleaved A/B.
 //!
 //! Not done, on purpose: leaving each connection idle inside an open
 //! read-only transaction between calls, so that a call is the statement and
@@ -49,14 +49,14 @@ use crate::config::PostgresConfig;
 
 type BoxError = Box<dyn StdError + Sync + Send>;
 
-/// Opens a read-only call: its own transaction, whatever the session's
-/// defaults. A simple query: it binds nothing, Postgres parses it as fast
-/// as it binds a prepared one, and this side has no statement to look up.
-const READ_ONLY_BEGIN: &str = "START TRANSACTION READ ONLY";
-/// Ends it in one message: nothing to keep, the rollback undoes the session
-/// settings the statement made (and ends a transaction its error aborted),
-/// and advisory locks, which are not transactional, are dropped.
-const READ_ONLY_END: &str = "ROLLBACK; SELECT pg_advisory_unlock_all()";
+/// After a read-only statement, in one message: the session user, role and
+/// every setting as the session was opened (`set_config(..., false)`
+/// outlives the statement's transaction), its cursors closed, its `LISTEN`s undone (allowed in a
+/// read-only transaction, and kept when it commits) and its advisory locks
+/// dropped (session locks are not transactional). Temporary tables and
+/// sequence values cannot be made in a read-only transaction.
+const READ_ONLY_RESET: &str = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; \
+     UNLISTEN *; SELECT pg_advisory_unlock_all()";
 /// After a writer's statement: the session back as it was opened (its
 /// settings, role, cursors, listeners, locks, temp tables).
 const READ_WRITE_END: &str = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; \
@@ -165,12 +165,11 @@ impl Postgres {
             // Each future sends its request when first polled, so they go
             // out in this order, together; the answers come back in order.
             let rows = if read_only {
-                let (begun, rows, ended) = futures::join!(
-                    client.batch_execute(READ_ONLY_BEGIN),
+                let (rows, ended) = futures::join!(
                     read_rows(client, &stmt, params, blobs, max_rows),
-                    client.batch_execute(READ_ONLY_END),
+                    client.batch_execute(READ_ONLY_RESET),
                 );
-                begun.and(ended).map_err(query_error).and(rows)
+                rows.and_then(|rows| ended.map(|_| rows).map_err(query_error))
             } else {
                 let (rows, ended) = futures::join!(
                     read_rows(client, &stmt, params, blobs, max_rows),
