@@ -78,9 +78,11 @@ async def slow(seconds: float) -> str:
 
 
 @mcp.tool()
-def cancelled() -> list[float]:
-    """The sleeps of `slow` that were cancelled."""
-    return CANCELLED
+def cancelled() -> str:
+    """The sleeps of `slow` that were cancelled, as a JSON list. A string,
+    not a list: FastMCP turns a list into one content item per element, so
+    an empty one would be an answer with no content at all."""
+    return json.dumps(CANCELLED)
 
 
 @mcp.tool()
