@@ -169,8 +169,12 @@ fn main() -> ExitCode {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // A worker with nothing to do hands over the spans it gathered.
-        .on_thread_park(hangar::traces::on_park)
+        // A worker with nothing to do hands over the spans it gathered and
+        // tears down the instances its calls are done with.
+        .on_thread_park(|| {
+            hangar::traces::on_park();
+            hangar::wasm::on_park();
+        })
         .build()
         .expect("tokio runtime");
     let result = runtime.block_on(async {

@@ -17,6 +17,7 @@ pub mod sched;
 mod stage;
 mod state;
 mod stderr;
+mod teardown;
 mod tool;
 mod warm;
 
@@ -31,6 +32,7 @@ pub use cache::Origin;
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
 pub use state::{PluginMeta, Preopens};
+pub use teardown::on_park;
 pub use tool::ToolPlugin;
 
 use cache::CompiledCache;

@@ -69,7 +69,10 @@ impl<P, B> StageComponent<P, B> {
         events: EventSink,
         instantiate: impl AsyncFnOnce(&P, &mut Store<GuestState>) -> wasmtime::Result<B>,
         call: impl AsyncFnOnce(&B, &mut Store<GuestState>) -> wasmtime::Result<T>,
-    ) -> Result<T, CallError> {
+    ) -> Result<T, CallError>
+    where
+        B: Send + 'static,
+    {
         let (mut live, runs) = match self.warm.take() {
             Some((mut live, runs)) => {
                 let store = &mut live.store;

@@ -168,6 +168,8 @@ impl ToolPlugin {
         let out = limits::settle(out, &inst.store, Stage::Handler, limits, &cx.cancel)?;
         if preopens.is_empty() {
             self.warm.give_back(inst, calls + 1);
+        } else {
+            super::teardown::later(inst);
         }
         match out {
             Ok(result) => {

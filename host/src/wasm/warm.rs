@@ -62,13 +62,16 @@ impl<T: Pooled> WarmPool<T> {
 
     /// Keeps `instance`, whose call — its `calls`th — ended cleanly, unless
     /// reuse is off, it has served its calls or the pool is full; one not
-    /// kept is dropped here, after the lock is let go.
-    pub(super) fn give_back(&self, instance: T, calls: u32) {
+    /// kept is torn down after the call's answer (see [`super::teardown`]).
+    pub(super) fn give_back(&self, instance: T, calls: u32)
+    where
+        T: Send + 'static,
+    {
         let Some(reuse) = &self.reuse else {
-            return;
+            return super::teardown::later(instance);
         };
         if calls >= reuse.max_calls {
-            return;
+            return super::teardown::later(instance);
         }
         // An idle instance must not hold up the long-running lane.
         instance.store().data().turn.release();
@@ -81,7 +84,7 @@ impl<T: Pooled> WarmPool<T> {
             });
         } else {
             drop(idle);
-            drop(instance);
+            super::teardown::later(instance);
         }
     }
 }
