@@ -55,3 +55,49 @@ fn drop_spent() {
     let spent = SPENT.with(|spent| std::mem::take(&mut *spent.borrow_mut()));
     drop(spent);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_thread_that_never_parks_drops_at_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        later(Counted(drops.clone()));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_worker_drops_when_it_parks_or_when_enough_have_gathered() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        on_park(); // marks this thread as one that parks
+        later(Counted(drops.clone()));
+        later(Counted(drops.clone()));
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "kept until the worker idles"
+        );
+        on_park();
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        for _ in 0..MAX_SPENT {
+            later(Counted(drops.clone()));
+        }
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            2 + MAX_SPENT,
+            "a busy worker drops them once MAX_SPENT have gathered"
+        );
+    }
+}
