@@ -113,6 +113,13 @@ impl Scheduler {
         if let Ok(permit) = slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
+        // Spent instances this worker has yet to tear down hold slots: a
+        // call short of one drops them first rather than wait for them.
+        if super::teardown::drop_spent()
+            && let Ok(permit) = slots.clone().try_acquire_owned()
+        {
+            return Ok(permit);
+        }
         tokio::time::timeout_at(until.into(), slots.clone().acquire_owned())
             .await
             .ok()
@@ -234,5 +241,40 @@ impl LaneTurn {
             }
             std::future::pending::<()>().await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_short_of_a_slot_takes_back_the_slot_of_this_workers_spent_instance() {
+        let sched = Scheduler::new(SchedOptions::new(
+            3,
+            Some(2),
+            Some(1),
+            Duration::from_millis(20),
+        ));
+        let now = Instant::now;
+        let held = sched
+            .slot(Pool::Tools, now(), Stage::Handler)
+            .await
+            .unwrap();
+        assert!(
+            sched
+                .slot(Pool::Tools, now(), Stage::Handler)
+                .await
+                .is_err(),
+            "the pool's one tool slot is taken"
+        );
+        // This thread now gathers spent instances, as a runtime worker does.
+        super::super::teardown::on_park();
+        super::super::teardown::later(held);
+        assert_eq!(sched.in_use().0, 1, "a spent instance keeps its slot");
+        assert!(
+            sched.slot(Pool::Tools, now(), Stage::Handler).await.is_ok(),
+            "the spent instance is dropped rather than waited for"
+        );
     }
 }

@@ -14,7 +14,8 @@
 //! so it is never marked) drops them at once.
 //!
 //! A spent instance keeps its instance slot until it is dropped, so the
-//! slot count stays what the pooling allocator holds.
+//! slot count stays what the pooling allocator holds; a call on the same
+//! worker that finds no free slot drops them at once (`Scheduler::slot`).
 
 use std::cell::{Cell, RefCell};
 
@@ -50,10 +51,12 @@ pub fn on_park() {
 }
 
 /// Drops what this thread gathered, outside the borrow (a store's drop
-/// must not find the list borrowed).
-fn drop_spent() {
+/// must not find the list borrowed); whether there was any.
+pub(super) fn drop_spent() -> bool {
     let spent = SPENT.with(|spent| std::mem::take(&mut *spent.borrow_mut()));
+    let any = !spent.is_empty();
     drop(spent);
+    any
 }
 
 #[cfg(test)]
