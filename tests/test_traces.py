@@ -34,13 +34,19 @@ class Receiver:
     """A tiny OTLP/HTTP collector: keeps every span it is sent, with its
     resource's attributes."""
 
-    def __init__(self, delay: float = 0):
+    def __init__(self, delay: float = 0, idle_close: float = 0):
         self.spans = []
         self.headers = []
         self.lock = threading.Lock()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # With `idle_close`, connections are kept alive (HTTP/1.1) and
+            # closed by the collector after that long without a request.
+            if idle_close:
+                protocol_version = "HTTP/1.1"
+                timeout = idle_close
+
             def do_POST(self):
                 time.sleep(delay)  # a slow collector, when asked for
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
@@ -254,3 +260,24 @@ def test_the_sampler_and_a_collector_that_is_down_leave_calls_alone(start_server
     assert down.log_text().count("failed") == 1, down.log_text()
     # Nothing reached the receiver that was stopped before; the quiet server sampled nothing.
     assert receiver.spans == []
+
+
+def test_a_collector_that_closes_idle_connections_loses_no_batch(start_server):
+    """A collector that keeps connections alive and closes them when idle
+    (as collectors behind load balancers do): the next batch goes out on a
+    new connection, not the closed one, and nothing fails."""
+    receiver = Receiver(idle_close=0.3)
+    try:
+        server = start_server(plugins=("everything",), env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+        })
+        for round in range(4):
+            r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
+            assert r.status_code == 200
+            trace_id = r.json()["_meta"]["_trace_id"]
+            wait_for(lambda: receiver.trace(trace_id) or None, 10, f"the spans of call {round}")
+            time.sleep(0.8)  # the collector closes the idle connection
+        assert "failed" not in server.log_text(), server.log_text()
+    finally:
+        receiver.close()

@@ -2,7 +2,7 @@
 //! by the worker that ended them ([`super::encode`]), wait in a bounded
 //! queue until a batch is full or the schedule delay passes; then one
 //! thread wraps them in an export request and posts it to the OTLP/HTTP
-//! endpoint with a blocking reqwest client. Configured as the OpenTelemetry
+//! endpoint with a reqwest client, on a runtime of its own. Configured as the OpenTelemetry
 //! SDK's batch processor and OTLP exporter are, by the standard
 //! environment: `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE`,
 //! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`,
@@ -203,10 +203,23 @@ impl Exporter {
 /// The exporter thread: waits for a full batch or the schedule delay,
 /// takes what is queued and sends it in batches; at shutdown, sends the rest.
 fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
-    let client = match reqwest::blocking::Client::builder()
-        .timeout(settings.timeout)
+    // The post runs on this thread, on a runtime of its own: reqwest's
+    // blocking client would hand each one to a second thread of its own and
+    // wait, two more wake-ups per batch on the cores the calls run on.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
     {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("traces are off: cannot start the exporter's runtime: {e}");
+            return;
+        }
+    };
+    // The client's connection pool lives in the runtime's context: it is
+    // built, used and dropped inside it.
+    let _context = runtime.enter();
+    let client = match reqwest::Client::builder().timeout(settings.timeout).build() {
         Ok(client) => client,
         Err(e) => {
             tracing::error!("traces are off: cannot build the OTLP HTTP client: {e}");
@@ -214,6 +227,7 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
         }
     };
     let mut sender = Sender {
+        runtime: &runtime,
         client,
         settings,
         envelope,
@@ -257,7 +271,8 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
 
 /// Posts batches of encoded spans.
 struct Sender<'a> {
-    client: reqwest::blocking::Client,
+    runtime: &'a tokio::runtime::Runtime,
+    client: reqwest::Client,
     settings: &'a Settings,
     envelope: &'a Envelope,
     /// Whether the last export failed: a failure is logged when it starts
@@ -278,7 +293,13 @@ impl Sender<'_> {
         for (key, value) in &self.settings.headers {
             request = request.header(key, value);
         }
-        let outcome = match request.send() {
+        // The runtime runs only while a batch is posted: a yield first lets
+        // the pooled connection see whether the collector closed it meanwhile.
+        let sent = self.runtime.block_on(async {
+            tokio::task::yield_now().await;
+            request.send().await
+        });
+        let outcome = match sent {
             Ok(answer) if answer.status().is_success() => Ok(()),
             Ok(answer) => Err(format!("the collector answered {}", answer.status())),
             Err(e) => Err(e.to_string()),
