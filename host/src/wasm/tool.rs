@@ -242,7 +242,11 @@ impl ToolPlugin {
             self.pre.instantiate_async(&mut store),
         )
         .await;
-        if let Ok(Err(e)) = &out {
+        // A call its client gave up on is interrupted wherever it is, in
+        // instantiation too: that is no failure of the plugin's.
+        if let Ok(Err(e)) = &out
+            && !cancel.is_cancelled()
+        {
             tracing::warn!(plugin = %self.meta.name, "instantiation failed: {e:?}");
         }
         let instance = limits::settle(out, &store, Stage::Handler, limits, cancel)?;
