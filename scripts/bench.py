@@ -374,10 +374,13 @@ def main():
         "OTEL_TRACES_SAMPLER_ARG": "0.1"})
     counted = start_hangar(plugins, cache, fetch_grant)
     unobserved = start_hangar(plugins, cache, fetch_grant, server_extra="metrics = false")
+    # A second server just like it: measured against the first, it shows how
+    # far two identical servers read apart here (the rows above want 5 %).
+    unobserved_twin = start_hangar(plugins, cache, fetch_grant, server_extra="metrics = false")
     # As an operator runs it: no RUST_LOG, so an access line per call, into
     # a file (the other servers run at RUST_LOG=warn).
     logged = start_hangar(plugins, cache, fetch_grant, env={"RUST_LOG": None})
-    for server in (observed, sampled, counted, unobserved, logged):
+    for server in (observed, sampled, counted, unobserved, unobserved_twin, logged):
         check_once(server.url + "/mcp", ECHO_MCP)
 
     first_id = DB_MCP % 1
@@ -421,6 +424,9 @@ def main():
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Rust wasm echo, MCP, metrics on (no traces)", counted.url + "/mcp", lua_script("echo-counted", ECHO_MCP),
          "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
+        ("Rust wasm echo, MCP, metrics and traces off, a second server (no change: the noise floor)",
+         unobserved_twin.url + "/mcp", lua_script("echo-unobserved-twin", ECHO_MCP),
+         "the same, metrics and traces off", unobserved.url + "/mcp", lua_script("echo-unobserved", ECHO_MCP), False),
         ("Rust wasm echo, MCP, default log level (an access line per call, to a file)", logged.url + "/mcp",
          lua_script("echo-logged", ECHO_MCP),
          "the same at RUST_LOG=warn", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP), False),
@@ -434,11 +440,22 @@ def main():
     try:
         for name, a_url, a_script, b_name, b_url, b_script, unique in scenarios:
             a_samples, b_samples = [], []
-            for run in range(args.runs):
-                # Alternate A and B so drift on the machine hits both alike.
+            # The rows against the unobserved server look for a 5 % difference
+            # between two Hangar servers, the smallest effect measured here:
+            # more pairs.
+            runs = args.runs + args.runs // 2 * 2 if b_url == unobserved.url + "/mcp" else args.runs
+            for run in range(runs):
+                # Alternate A and B so drift on the machine hits both alike,
+                # and which goes first, so neither always runs on the heels of
+                # the other (whose server is still tearing down instances,
+                # exporting spans or writing its log) or always first.
                 env = {"BENCH_BASE": str(1_000_000_000 + run * 100_000_000)} if unique else None
-                a_samples.append(wrk(a_url, a_script, args.seconds, args.connections, env=env))
-                b_samples.append(wrk(b_url, b_script, args.seconds, args.connections, env=env))
+                if run % 2:
+                    b_samples.append(wrk(b_url, b_script, args.seconds, args.connections, env=env))
+                    a_samples.append(wrk(a_url, a_script, args.seconds, args.connections, env=env))
+                else:
+                    a_samples.append(wrk(a_url, a_script, args.seconds, args.connections, env=env))
+                    b_samples.append(wrk(b_url, b_script, args.seconds, args.connections, env=env))
             a, b = summarize(a_samples), summarize(b_samples)
             ratios = [x["rps"] / y["rps"] for x, y in zip(a_samples, b_samples)]
             rows.append((name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios)))
@@ -448,7 +465,7 @@ def main():
         # The observed server's spans did reach the collector (else the ratio measures nothing).
         wait_until(lambda: int(urllib.request.urlopen(base + "/v1/traces").read()) > 0, 10,
                    "spans at the OTLP route")
-        for server in (observed, sampled, counted, unobserved, logged):
+        for server in (observed, sampled, counted, unobserved, unobserved_twin, logged):
             server.stop()
         warn_dropped_spans(observed, sampled)
 
@@ -477,7 +494,7 @@ def main():
         hangar.stop()
         baseline.stop()
         if args.only:
-            for server in (observed, sampled, counted, unobserved, logged):
+            for server in (observed, sampled, counted, unobserved, unobserved_twin, logged):
                 server.stop()
             warn_dropped_spans(observed, sampled)
     if args.only:
@@ -546,7 +563,9 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, p
         f"Machine: {os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()}; "
         f"Hangar, the baseline and wrk share the cores.",
         f"Command: `scripts/bench --runs {args.runs} --seconds {args.seconds} --connections {args.connections}` "
-        f"(wrk -t2 -c{args.connections}, {args.seconds} s per run, A and B alternating, {args.runs} runs each).",
+        f"(wrk -t2 -c{args.connections}, {args.seconds} s per run, A and B alternating, each first in every other "
+        f"pair, {args.runs} pairs per row; {args.runs + args.runs // 2 * 2} for the rows against the server with "
+        f"metrics and traces off).",
         "", "| scenario | Hangar req/s (min–max) | p50 / p99 ms | baseline | baseline req/s | p50 / p99 ms | ratio (min–max) | goal |",
         "|---|---|---|---|---|---|---|---|",
     ]
