@@ -2,8 +2,8 @@
 //! by the worker that ended them ([`super::encode`]), wait in a bounded
 //! queue until a batch is full or the schedule delay passes; then one
 //! thread wraps them in an export request and posts it to the OTLP/HTTP
-//! endpoint with a reqwest client, on a runtime of its own. Configured as the OpenTelemetry
-//! SDK's batch processor and OTLP exporter are, by the standard
+//! endpoint with a reqwest client, on a runtime of its own. Configured as
+//! the OpenTelemetry SDK's batch processor and OTLP exporter are, by the standard
 //! environment: `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE`,
 //! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`,
 //! `…_HEADERS` and `…_TIMEOUT`.
