@@ -443,7 +443,7 @@ def main():
             # The rows against the unobserved server look for a 5 % difference
             # between two Hangar servers, the smallest effect measured here:
             # more pairs.
-            runs = args.runs + args.runs // 2 * 2 if b_url == unobserved.url + "/mcp" else args.runs
+            runs = observability_pairs(args.runs) if b_url == unobserved.url + "/mcp" else args.runs
             for run in range(runs):
                 # Alternate A and B so drift on the machine hits both alike,
                 # and which goes first, so neither always runs on the heels of
@@ -529,6 +529,13 @@ def main():
         print(f"written to {args.write}")
 
 
+def observability_pairs(runs):
+    """Pairs for the rows against the server with metrics and traces off:
+    about half as many again, adding an even number so an odd count (the
+    median one pair's) stays odd."""
+    return runs + runs // 2 * 2
+
+
 def search_host_time():
     """µs of host time per search_tools query over 500 tools (host/benches/search.rs)."""
     out = subprocess.run(["cargo", "bench", "--quiet", "-p", "hangar", "--bench", "search"], cwd=ROOT,
@@ -564,7 +571,7 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, p
         f"Hangar, the baseline and wrk share the cores.",
         f"Command: `scripts/bench --runs {args.runs} --seconds {args.seconds} --connections {args.connections}` "
         f"(wrk -t2 -c{args.connections}, {args.seconds} s per run, A and B alternating, each first in every other "
-        f"pair, {args.runs} pairs per row; {args.runs + args.runs // 2 * 2} for the rows against the server with "
+        f"pair, {args.runs} pairs per row; {observability_pairs(args.runs)} for the rows against the server with "
         f"metrics and traces off).",
         "", "| scenario | Hangar req/s (min–max) | p50 / p99 ms | baseline | baseline req/s | p50 / p99 ms | ratio (min–max) | goal |",
         "|---|---|---|---|---|---|---|---|",
