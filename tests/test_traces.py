@@ -37,6 +37,8 @@ class Receiver:
     def __init__(self, delay: float = 0, idle_close: float = 0):
         self.spans = []
         self.headers = []
+        # How many spans each export request held, in order.
+        self.batches = []
         self.lock = threading.Lock()
         receiver = self
 
@@ -58,6 +60,8 @@ class Receiver:
                 request.ParseFromString(body)
                 with receiver.lock:
                     receiver.headers.append(dict(self.headers))
+                    receiver.batches.append(sum(len(ss.spans) for rs in request.resource_spans
+                                                for ss in rs.scope_spans))
                     for rs in request.resource_spans:
                         resource = {a.key: a.value.string_value for a in rs.resource.attributes}
                         for ss in rs.scope_spans:
@@ -228,6 +232,37 @@ def test_stopping_sends_what_is_queued_and_a_full_queue_drops_and_says_so(start_
         assert {s.trace_id.hex() for _, s in receiver.spans} >= {ids[0]}
         assert receiver.headers[0]["x-collector-key"] == "s cret"
         assert receiver.headers[0]["x-tenant"] == "7"
+    finally:
+        receiver.close()
+
+
+def test_a_full_batch_goes_alone_and_the_rest_waits_for_the_schedule(start_server):
+    """Batches of 3 spans, two calls of 2 spans each: the second call makes
+    4 queued spans, which wakes the exporter. One full batch of 3 goes;
+    the fourth span waits for the next batch, the schedule delay or
+    shutdown, rather than going as a post of its own (under load that was
+    every other post, each costing the exporter and the collector as much
+    as a full one)."""
+    receiver = Receiver()
+    try:
+        server = start_server(plugins=("everything",), env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "600000",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "3",
+        })
+        ids = []
+        for _ in range(2):
+            r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
+            assert r.status_code == 200, r.text
+            ids.append(r.json()["_meta"]["_trace_id"])
+        wait_for(lambda: receiver.batches or None, 10, "the first batch")
+        time.sleep(0.5)
+        assert receiver.batches == [3]
+        server.stop()
+        assert server.proc.returncode == 0
+        assert receiver.batches == [3, 1]
+        assert len({s.span_id for _, s in receiver.spans}) == 4
+        assert {s.trace_id.hex() for _, s in receiver.spans} == set(ids)
     finally:
         receiver.close()
 

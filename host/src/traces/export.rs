@@ -233,17 +233,20 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
         envelope,
         failing: false,
     };
+    let batch = settings.max_export_batch_size;
     // Swapped with the queue's buffers, so both keep their capacity.
     let mut taken = Pending::default();
     loop {
-        let shutdown = {
+        let (shutdown, timed_out) = {
             let Ok(mut pending) = queue.state.lock() else {
                 return;
             };
             let deadline = Instant::now() + settings.schedule_delay;
-            while !pending.shutdown && pending.ends.len() < settings.max_export_batch_size {
+            let mut timed_out = false;
+            while !pending.shutdown && pending.ends.len() < batch {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
+                    timed_out = true;
                     break;
                 }
                 pending = match queue.ready.wait_timeout(pending, left) {
@@ -253,19 +256,49 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
             }
             std::mem::swap(&mut pending.entries, &mut taken.entries);
             std::mem::swap(&mut pending.ends, &mut taken.ends);
-            pending.shutdown
+            (pending.shutdown, timed_out)
+        };
+        // A full batch woke the thread: only full batches go now. The rest
+        // waits at the head of the queue for the next one, rather than
+        // going as a small post of its own (which, under load, was every
+        // other post: each post costs this thread and the collector the
+        // same whatever its size).
+        let whole = if shutdown || timed_out {
+            taken.ends.len()
+        } else {
+            taken.ends.len() / batch * batch
         };
         let mut start = 0;
-        for batch in taken.ends.chunks(settings.max_export_batch_size) {
-            let end = batch[batch.len() - 1];
-            sender.send(&taken.entries[start..end], batch.len());
+        for chunk in taken.ends[..whole].chunks(batch) {
+            let end = chunk[chunk.len() - 1];
+            sender.send(&taken.entries[start..end], chunk.len());
             start = end;
+        }
+        if whole < taken.ends.len() {
+            let Ok(mut pending) = queue.state.lock() else {
+                return;
+            };
+            pending.put_back(&taken.entries[start..], &taken.ends[whole..], start);
         }
         taken.entries.clear();
         taken.ends.clear();
         if shutdown {
             return;
         }
+    }
+}
+
+impl Pending {
+    /// Puts spans taken from the queue but not sent back at its head, ahead
+    /// of those queued since: `entries` ends at `ends`, which count from
+    /// `offset` (where `entries` began in the buffer they were taken from).
+    fn put_back(&mut self, entries: &[u8], ends: &[usize], offset: usize) {
+        let len = entries.len();
+        self.entries.splice(0..0, entries.iter().copied());
+        for end in &mut self.ends {
+            *end += len;
+        }
+        self.ends.splice(0..0, ends.iter().map(|end| end - offset));
     }
 }
 
@@ -326,6 +359,20 @@ impl Sender<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_put_back_go_ahead_of_those_queued_since() {
+        // Taken: spans "aa", "bbb", "c" (ends 2, 5, 6); the first two went.
+        let taken = b"aabbbc";
+        let mut pending = Pending {
+            entries: b"dddee".to_vec(),
+            ends: vec![3, 5],
+            ..Pending::default()
+        };
+        pending.put_back(&taken[5..], &[6], 5);
+        assert_eq!(pending.entries, b"cdddee");
+        assert_eq!(pending.ends, vec![1, 4, 6]);
+    }
 
     #[test]
     fn headers_are_pairs_with_decoded_values() {
