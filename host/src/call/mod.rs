@@ -13,6 +13,7 @@ mod error;
 mod offered;
 pub mod pins;
 mod result;
+mod tick;
 mod tool;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
@@ -27,4 +28,5 @@ pub use offered::{
     PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
 };
 pub use result::{Content, ResourceContents, ToolResult};
+pub use tick::Tick;
 pub use tool::{Annotations, ToolDef};

@@ -10,7 +10,6 @@ mod tally;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -55,9 +54,9 @@ pub struct CallOutcome<'a> {
 pub struct StageTimes([Option<u64>; Stage::COUNT]);
 
 impl StageTimes {
-    /// Notes that `stage` took `took`.
-    pub fn set(&mut self, stage: Stage, took: Duration) {
-        self.0[stage as usize] = Some(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+    /// Notes that `stage` took `nanos` nanoseconds.
+    pub fn set(&mut self, stage: Stage, nanos: u64) {
+        self.0[stage as usize] = Some(nanos);
     }
 
     /// The stages entered and their nanoseconds, in stage order.
@@ -263,7 +262,7 @@ mod tests {
             stages: StageTimes::default(),
         };
         let mut handled = StageTimes::default();
-        handled.set(Stage::Handler, Duration::from_micros(70));
+        handled.set(Stage::Handler, 70_000);
         m.call_ended(CallOutcome {
             stages: handled,
             ..ok
@@ -317,7 +316,7 @@ mod tests {
     fn metrics_that_are_off_count_nothing() {
         let m = Metrics::off();
         let mut handled = StageTimes::default();
-        handled.set(Stage::Handler, Duration::from_micros(70));
+        handled.set(Stage::Handler, 70_000);
         assert!(!m.is_on());
         m.call_ended(CallOutcome {
             tool: "echo",

@@ -330,7 +330,6 @@ impl Collector for TallySeries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_latency_lands_in_the_first_bucket_that_holds_it() {
@@ -367,7 +366,7 @@ mod tests {
     fn a_thread_that_ends_leaves_its_counts_behind() {
         let tallies = Tallies::new();
         let mut stages = super::super::StageTimes::default();
-        stages.set(Stage::Handler, Duration::from_micros(70));
+        stages.set(Stage::Handler, 70_000);
         let call = |tool| CallOutcome {
             tool,
             stage: "-",

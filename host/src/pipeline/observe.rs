@@ -11,11 +11,10 @@
 //! clock lives on the stack of [`super::Pipeline::call`] and is handed to
 //! every stage boundary.
 
-use std::time::Instant;
-
 use opentelemetry::trace::{SpanId, TraceId};
 
 use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, access};
+use crate::call::Tick;
 use crate::metrics::{CallOutcome, Metrics, StageTimes, UNKNOWN_TOOL};
 use crate::traces::{self, Parent, SpanClock, SpanRecord, Tracer, What};
 
@@ -27,7 +26,7 @@ pub(super) struct StageClock(Option<Clock>);
 struct Clock {
     /// Whether metrics are on: stage times are kept only then.
     timed: bool,
-    current: Option<(Stage, Instant)>,
+    current: Option<(Stage, Tick)>,
     /// The stages that ended, and how long each took.
     times: StageTimes,
     spans: Option<Spans>,
@@ -58,7 +57,7 @@ impl StageClock {
         if tracer.is_none() && !metrics.is_on() {
             return StageClock(None);
         }
-        let now = Instant::now();
+        let now = Tick::now();
         let spans = tracer.and_then(|tracer| start_call_span(tracer, tool, cx, now));
         StageClock(Some(Clock {
             timed: metrics.is_on(),
@@ -73,7 +72,7 @@ impl StageClock {
     /// inside a traced stage continues its span (`cx.trace_parent`).
     pub(super) fn enter(&mut self, next: Stage, traced: bool, cx: &mut CallContext) {
         let Some(clock) = &mut self.0 else { return };
-        let now = Instant::now();
+        let now = Tick::now();
         clock.stop(now, None);
         clock.current = Some((next, now));
         if !traced {
@@ -104,7 +103,7 @@ impl StageClock {
             Err(e) => Some(e.kind.as_str()),
         };
         let failed_in = clock.current.map(|(stage, _)| stage);
-        let now = Instant::now();
+        let now = Tick::now();
         clock.stop(now, error);
         if let Some(spans) = clock.spans.take() {
             spans.tracer.record(&SpanRecord {
@@ -130,7 +129,7 @@ fn start_call_span(
     tracer: &'static Tracer,
     tool: &str,
     cx: &mut CallContext,
-    now: Instant,
+    now: Tick,
 ) -> Option<Spans> {
     let (parent, remote) = match &cx.trace_parent {
         Some(stage) => (Some(stage.clone()), false),
@@ -176,11 +175,11 @@ fn set_hex(out: &mut String, id: TraceId) {
 
 impl Clock {
     /// Ends the running stage (its span failed with `error`, if any).
-    fn stop(&mut self, now: Instant, error: Option<&'static str>) {
+    fn stop(&mut self, now: Tick, error: Option<&'static str>) {
         if let Some((stage, since)) = self.current.take()
             && self.timed
         {
-            self.times.set(stage, now.duration_since(since));
+            self.times.set(stage, now.since(since));
         }
         if let Some(spans) = &mut self.spans
             && let Some((stage, span_id, start)) = spans.stage.take()

@@ -5,9 +5,11 @@
 //! nothing but bytes crosses to the exporter thread. A call span's name
 //! and constant attributes come from the encoder.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, TraceId};
+
+use crate::call::Tick;
 
 /// What a span stands for.
 #[derive(Debug, Clone, Copy)]
@@ -60,17 +62,17 @@ impl SpanRecord<'_> {
 }
 
 /// A span clock: wall time (what OTLP wants) read once per call, and the
-/// monotonic instants the pipeline reads at every stage boundary anyway
+/// monotonic ticks the pipeline reads at every stage boundary anyway
 /// turned into wall time from it.
 #[derive(Debug, Clone, Copy)]
 pub struct SpanClock {
     wall: u64,
-    at: Instant,
+    at: Tick,
 }
 
 impl SpanClock {
     /// Reads the wall clock once; `at` is the same moment on the monotonic one.
-    pub fn new(at: Instant) -> SpanClock {
+    pub fn new(at: Tick) -> SpanClock {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -82,8 +84,8 @@ impl SpanClock {
         self.wall
     }
 
-    /// Nanoseconds since the Unix epoch at `instant`.
-    pub fn nanos(&self, instant: Instant) -> u64 {
-        self.wall + instant.saturating_duration_since(self.at).as_nanos() as u64
+    /// Nanoseconds since the Unix epoch at `tick`.
+    pub fn nanos(&self, tick: Tick) -> u64 {
+        self.wall + tick.since(self.at)
     }
 }
