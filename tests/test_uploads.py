@@ -196,5 +196,10 @@ def test_uploads_expire(start_server, tmp_path_factory):
     assert "no such upload (it expired" in r["error"]["message"]
     assert listed(s, c.session) == []
     # The sweep removes the files too.
-    wait_for(lambda: not any(p.is_file() for p in (store / c.session).rglob("*"))
-             if (store / c.session).exists() else True, 10, "the expired upload to be swept")
+    def swept():
+        try:
+            return not any(p.is_file() for p in (store / c.session).rglob("*"))
+        except FileNotFoundError:
+            # The sweep removed a directory while it was being listed.
+            return False
+    wait_for(swept, 10, "the expired upload to be swept")
