@@ -201,7 +201,9 @@ impl Exporter {
 }
 
 /// The exporter thread: waits for a full batch or the schedule delay,
-/// takes what is queued and sends it in batches; at shutdown, sends the rest.
+/// then sends what is queued in batches: only the full ones when a full
+/// batch woke it (the rest waits at the head of the queue), everything at
+/// the schedule delay and at shutdown.
 fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
     // The post runs on this thread, on a runtime of its own: reqwest's
     // blocking client would hand each one to a second thread of its own and
