@@ -7,6 +7,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -76,9 +77,59 @@ impl CompiledCache {
         std::fs::create_dir_all(&self.dir)?;
         let data = component.serialize().map_err(|e| anyhow::anyhow!("{e}"))?;
         // Write then rename, so a concurrent start never reads half a file.
-        let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
+        // The temporary name is this write's own: two components with the
+        // same bytes (one file copied under two names, each configured its
+        // own way) compile at once on the loader's threads, and with one
+        // name per process the second write truncated the file the first
+        // had just renamed into place, then failed to rename it.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, Ordering::Relaxed);
+        let tmp = entry.with_extension(format!("tmp{}-{write}", std::process::id()));
         std::fs::write(&tmp, data)?;
         std::fs::rename(&tmp, entry)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An empty component: the preamble alone (magic, version 0xd, layer 1).
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00";
+
+    #[test]
+    fn the_same_component_stored_at_once_from_two_threads_lands_whole() {
+        let engine = Engine::default();
+        let dir = std::env::temp_dir().join(format!("hangar-cache-{}", uuid::Uuid::new_v4()));
+        let cache = CompiledCache::new(&dir, &engine);
+        let component = Component::new(&engine, EMPTY_COMPONENT).unwrap();
+        let entry = cache.entry_for(EMPTY_COMPONENT);
+        for _ in 0..50 {
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                let writes: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            cache.store(&entry, &component)
+                        })
+                    })
+                    .collect();
+                for write in writes {
+                    write.join().unwrap().unwrap();
+                }
+            });
+            let (_, origin) = cache
+                .load(&engine, Path::new("empty.wasm"), EMPTY_COMPONENT)
+                .unwrap();
+            assert_eq!(origin, Origin::Cache);
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(left.len(), 1, "temporary files left: {left:?}");
     }
 }
