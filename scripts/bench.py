@@ -172,6 +172,12 @@ def check_once(url, body, headers=None):
         raise SystemExit(f"{url} answered an error: {reply}")
 
 
+# Every process the bench started, so that a run that stops early (a failed
+# check, Ctrl-C) does not leave servers behind, idle but ticking, to weigh on
+# the next run.
+STARTED = []
+
+
 class Proc:
     def __init__(self, args, health, env=None, cwd=None):
         self.log = open(WORK / f"{Path(args[0]).name}-{time.monotonic_ns()}.log", "w")
@@ -179,6 +185,7 @@ class Proc:
         env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=env, cwd=cwd)
+        STARTED.append(self)
         self.startup = wait_http(health, self.proc)
 
     def stop(self):
@@ -666,4 +673,9 @@ def render(rows, args, rss_idle, rss_10k, rss_1m, echo_ok, cold, warm, search, p
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        for proc in STARTED:
+            if proc.proc.poll() is None:
+                proc.stop()
