@@ -369,7 +369,7 @@ def main():
     base = f"http://127.0.0.1:{base_port}"
 
     # The rows that compare observability settings run against servers of
-    # their own, started afresh for every round (see observability_rounds).
+    # their own, started afresh for every round (see Observability).
     collector = {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
                  "OTEL_SERVICE_NAME": "hangar-bench"}
     observability = Observability(plugins, cache, fetch_grant, collector)
