@@ -128,6 +128,7 @@ impl HttpClient {
             .parse()
             .map_err(|_| Error::HttpRequestUriInvalid)?;
         *request.uri_mut() = path;
+        settle_unframed_body(&mut request).await?;
         let first_byte = timeouts.first_byte_timeout.unwrap_or(Duration::MAX);
         let response = tokio::time::timeout(first_byte, sender.send_request(request))
             .await
@@ -148,6 +149,83 @@ impl HttpClient {
             }
             .boxed_unsync()
         }))
+    }
+}
+
+/// Waits for the guest's body of a request that names no body length and
+/// whose method hyper sends without one unless told (GET, HEAD, CONNECT).
+///
+/// A guest hands the request to the host first and writes its body after
+/// (wstd does, even an empty one). Given a body of unknown length, hyper
+/// sends such a request with none and drops the body at once; the guest's
+/// next write or `finish` then finds the stream closed, and wstd reports
+/// `connection reset`. Whether the guest got there first was a race, lost
+/// now and then on a busy machine. So: an empty body (ended, or only empty
+/// chunks) goes as no body; a body with bytes or trailers goes chunked, as
+/// for any other method, rather than being thrown away. The call's deadline
+/// bounds the wait.
+async fn settle_unframed_body(request: &mut http::Request<WasiBody>) -> Result<(), Error> {
+    let unframed = matches!(
+        *request.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::CONNECT
+    ) && !request.headers().contains_key(http::header::CONTENT_LENGTH)
+        && !request
+            .headers()
+            .contains_key(http::header::TRANSFER_ENCODING)
+        && request.body().size_hint().exact().is_none()
+        && !request.body().is_end_stream();
+    if !unframed {
+        return Ok(());
+    }
+    let empty = || {
+        http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    };
+    let mut body = std::mem::replace(request.body_mut(), empty());
+    loop {
+        match body.frame().await {
+            None => return Ok(()),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(frame)) if frame.data_ref().is_some_and(|data| data.is_empty()) => {}
+            Some(Ok(frame)) => {
+                request.headers_mut().insert(
+                    http::header::TRANSFER_ENCODING,
+                    http::HeaderValue::from_static("chunked"),
+                );
+                *request.body_mut() = Prepended {
+                    first: Some(frame),
+                    rest: body,
+                }
+                .boxed_unsync();
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A body whose first frame was already read: that frame, then the rest.
+struct Prepended {
+    first: Option<Frame<Bytes>>,
+    rest: WasiBody,
+}
+
+impl Body for Prepended {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        match self.first.take() {
+            Some(frame) => Poll::Ready(Some(Ok(frame))),
+            None => Pin::new(&mut self.rest).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
     }
 }
 
@@ -229,5 +307,47 @@ impl Body for CappedBody {
 
     fn is_end_stream(&self) -> bool {
         self.incoming.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::TRANSFER_ENCODING;
+
+    fn body_of(chunks: &[&'static [u8]]) -> WasiBody {
+        let frames = chunks
+            .iter()
+            .map(|chunk| Ok::<_, Error>(Frame::data(Bytes::from_static(chunk))))
+            .collect::<Vec<_>>();
+        http_body_util::StreamBody::new(futures::stream::iter(frames)).boxed_unsync()
+    }
+
+    #[tokio::test]
+    async fn a_get_body_of_empty_chunks_goes_as_none() {
+        let mut request = http::Request::get("/").body(body_of(&[b"", b""])).unwrap();
+        settle_unframed_body(&mut request).await.unwrap();
+        assert!(request.body().is_end_stream());
+        assert!(!request.headers().contains_key(TRANSFER_ENCODING));
+    }
+
+    #[tokio::test]
+    async fn a_get_body_with_bytes_goes_chunked_and_whole() {
+        let mut request = http::Request::get("/")
+            .body(body_of(&[b"", b"ab", b"c"]))
+            .unwrap();
+        settle_unframed_body(&mut request).await.unwrap();
+        assert_eq!(request.headers()[TRANSFER_ENCODING], "chunked");
+        let sent = request.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&sent[..], b"abc");
+    }
+
+    #[tokio::test]
+    async fn other_methods_are_left_to_hyper() {
+        let mut request = http::Request::post("/").body(body_of(&[b"x"])).unwrap();
+        settle_unframed_body(&mut request).await.unwrap();
+        assert!(!request.headers().contains_key(TRANSFER_ENCODING));
+        let sent = request.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&sent[..], b"x");
     }
 }
