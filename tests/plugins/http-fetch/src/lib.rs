@@ -4,10 +4,13 @@
 //! (`credential {provider}`), for the secret and credential tests.
 //! Kept out of the default plugins folder.
 //!
-//! `fetch {url, method?}` answers `"<status> <body>"` (the body read fully,
-//! lossy UTF-8), or a tool error `request failed: <Debug of the error>`, so a
-//! refused request shows the wasi:http error code the host gave.
+//! `fetch {url, method?, slow_body_ms?}` answers `"<status> <body>"` (the
+//! body read fully, lossy UTF-8), or a tool error `request failed: <Debug of
+//! the error>`, so a refused request shows the wasi:http error code the host
+//! gave. With `slow_body_ms`, the request's (empty) body ends that long after
+//! the request was handed to the host, as a body streamed by the guest does.
 
+use futures_lite::StreamExt;
 use hangar_sdk::{
     CallContext, CallResult, Tool, ToolDefinition, ToolError, config, credentials, json,
 };
@@ -15,7 +18,24 @@ use wstd::http::{Body, Client, Method, Request};
 
 struct HttpFetch;
 
-async fn fetch(url: &str, method: &str, follow: bool) -> wstd::http::Result<String> {
+/// The request body: empty, and with `slow_ms`, ended only that long after
+/// wstd handed the request to the host (it writes the body after `handle`).
+fn request_body(slow_ms: Option<u64>) -> Body {
+    match slow_ms {
+        None => Body::empty(),
+        Some(ms) => Body::from_stream(futures_lite::stream::once(()).then(move |()| async move {
+            wstd::task::sleep(wstd::time::Duration::from_millis(ms)).await;
+            Vec::<u8>::new()
+        })),
+    }
+}
+
+async fn fetch(
+    url: &str,
+    method: &str,
+    follow: bool,
+    slow_ms: Option<u64>,
+) -> wstd::http::Result<String> {
     let method = Method::from_bytes(method.as_bytes())?;
     let mut url = url.to_string();
     // One redirect at most, followed by hand the way a client library does:
@@ -24,7 +44,7 @@ async fn fetch(url: &str, method: &str, follow: bool) -> wstd::http::Result<Stri
         let request = Request::builder()
             .uri(url.as_str())
             .method(method.clone())
-            .body(Body::empty())?;
+            .body(request_body(slow_ms))?;
         let response = Client::new().send(request).await?;
         let status = response.status().as_u16();
         let location = response
@@ -65,7 +85,8 @@ impl Tool for HttpFetch {
                     "properties": {
                         "url": { "type": "string" },
                         "method": { "type": "string", "default": "GET" },
-                    "follow": { "type": "boolean", "default": false }
+                    "follow": { "type": "boolean", "default": false },
+                    "slow_body_ms": { "type": "integer", "minimum": 0 }
                     },
                     "required": ["url"]
                 }),
@@ -108,7 +129,8 @@ impl Tool for HttpFetch {
             .get("follow")
             .and_then(|v| v.as_bool())
             .unwrap_or(false);
-        match wstd::runtime::block_on(fetch(url, method, follow)) {
+        let slow_ms = args.get("slow_body_ms").and_then(|v| v.as_u64());
+        match wstd::runtime::block_on(fetch(url, method, follow, slow_ms)) {
             Ok(text) => Ok(CallResult::text(text)),
             Err(e) => Err(ToolError::new(format!("request failed: {e:?}"))),
         }
