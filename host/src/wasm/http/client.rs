@@ -193,39 +193,14 @@ async fn settle_unframed_body(request: &mut http::Request<WasiBody>) -> Result<(
                     http::header::TRANSFER_ENCODING,
                     http::HeaderValue::from_static("chunked"),
                 );
-                *request.body_mut() = Prepended {
-                    first: Some(frame),
-                    rest: body,
-                }
-                .boxed_unsync();
+                // The frame already read, then the rest.
+                use futures::StreamExt as _;
+                let frames =
+                    futures::stream::iter([Ok(frame)]).chain(http_body_util::BodyStream::new(body));
+                *request.body_mut() = http_body_util::StreamBody::new(frames).boxed_unsync();
                 return Ok(());
             }
         }
-    }
-}
-
-/// A body whose first frame was already read: that frame, then the rest.
-struct Prepended {
-    first: Option<Frame<Bytes>>,
-    rest: WasiBody,
-}
-
-impl Body for Prepended {
-    type Data = Bytes;
-    type Error = Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
-        match self.first.take() {
-            Some(frame) => Poll::Ready(Some(Ok(frame))),
-            None => Pin::new(&mut self.rest).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
     }
 }
 
