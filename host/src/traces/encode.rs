@@ -12,6 +12,7 @@
 //! serve calls. Written directly, the two spans cost a small fraction of it.
 //! The resource and scope, the same in every request, are encoded once.
 
+use bytes::{BufMut, BytesMut};
 use opentelemetry::{Array, Value};
 use opentelemetry_sdk::Resource;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
@@ -73,7 +74,7 @@ impl Envelope {
 
     /// Writes into `out` (cleared first) one export request holding `entries`,
     /// spans written by [`Envelope::put_entry`].
-    pub fn wrap(&self, entries: &[u8], out: &mut Vec<u8>) {
+    pub fn wrap(&self, entries: &[u8], out: &mut BytesMut) {
         out.clear();
         let scope_spans = self.scope.len() + entries.len();
         let resource_spans = self.resource.len() + field_len(2, scope_spans);
@@ -195,9 +196,9 @@ const fn key(tag: u32, wire_type: WireType) -> u8 {
 }
 
 /// A varint; most values here (lengths of short strings) take one byte.
-fn put_varint(v: u64, out: &mut Vec<u8>) {
+fn put_varint(v: u64, out: &mut impl BufMut) {
     if v < 0x80 {
-        out.push(v as u8);
+        out.put_u8(v as u8);
     } else {
         encode_varint(v, out);
     }
@@ -208,9 +209,9 @@ fn field_len(tag: u32, n: usize) -> usize {
     key_len(tag) + encoded_len_varint(n as u64) + n
 }
 
-fn put_prefix(tag: u32, n: usize, out: &mut Vec<u8>) {
+fn put_prefix(tag: u32, n: usize, out: &mut impl BufMut) {
     if tag < 16 {
-        out.push(key(tag, WireType::LengthDelimited));
+        out.put_u8(key(tag, WireType::LengthDelimited));
     } else {
         encode_key(tag, WireType::LengthDelimited, out);
     }
@@ -339,13 +340,13 @@ mod tests {
             ])
             .build();
         let envelope = Envelope::new(&resource, "hangar");
-        let (mut entries, mut body) = (Vec::new(), Vec::new());
+        let (mut entries, mut body) = (Vec::new(), BytesMut::new());
         let session = "s".repeat(300);
         for span in spans(&session) {
             envelope.put_entry(&span, &mut entries);
         }
         envelope.wrap(&entries, &mut body);
-        let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        let request = ExportTraceServiceRequest::decode(&body[..]).unwrap();
 
         assert_eq!(request.resource_spans.len(), 1);
         let rs = &request.resource_spans[0];
