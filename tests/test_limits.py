@@ -2,7 +2,9 @@
 cause, and the server goes on serving everyone else."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +139,36 @@ def test_cancelled_call_stops_the_guest_and_gets_no_response(start_server):
     assert not t.is_alive(), "cancellation did not stop the guest"
     assert "result" not in reply and "error" not in reply, reply
     echo_ok(c)
+
+
+def epoch_thread_switches(pid):
+    """Context switches of the server's epoch ticker thread so far (it sleeps
+    a tick at a time, so each tick it runs is a switch)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == "hangar-epoch":
+            status = (task / "status").read_text()
+            return sum(int(line.split()[1]) for line in status.splitlines()
+                       if "ctxt_switches:" in line)
+    pytest.fail("no hangar-epoch thread")
+
+
+def test_an_idle_server_parks_its_ticker_and_a_runaway_after_the_idle_spell_is_still_stopped(start_server):
+    server = start_server(config=RUNAWAY_CONFIG.replace('"3s"', '"1s"'))
+    pid = server.proc.pid
+    # Idle: no guest has run for longer than the ticker lingers (100 ms).
+    time.sleep(0.5)
+    before = epoch_thread_switches(pid)
+    time.sleep(1.0)
+    idle = epoch_thread_switches(pid) - before
+    # A ticking thread switches about 1000 times a second.
+    assert idle < 20, f"the idle ticker switched {idle} times in a second"
+
+    # The first guest after the idle spell wakes it: a CPU-bound runaway is
+    # stopped at its deadline, not left spinning.
+    started = time.monotonic()
+    r = Mcp(server.url).call("spin", {})
+    took = time.monotonic() - started
+    assert r["error"]["message"] == "handler: deadline of 1000 ms exceeded", r
+    assert took < 5, f"the runaway ran {took:.1f} s"
+    # It ticked while the guest ran.
+    assert epoch_thread_switches(pid) - before - idle > 300

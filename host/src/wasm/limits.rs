@@ -61,13 +61,16 @@ pub fn arm(
 /// `limits`) until it ends, its deadline plus [`GRACE`] passes, or the call
 /// is cancelled — whatever the guest is doing, even blocked in a host call
 /// that no epoch tick reaches. `deadline` is the store's (`GuestState::deadline`).
+/// The guest counts as running for `sched`'s epoch ticker meanwhile.
 pub async fn bounded<T>(
+    sched: &Scheduler,
     deadline: Instant,
     limits: &Limits,
     cancel: &CancelToken,
     stage: Stage,
     guest: impl Future<Output = wasmtime::Result<T>>,
 ) -> Result<wasmtime::Result<T>, CallError> {
+    let _ticked = sched.running();
     tokio::select! {
         biased;
         out = guest => Ok(out),

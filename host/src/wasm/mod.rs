@@ -150,10 +150,11 @@ impl Runtime {
         let engine = engine::build(opts)?;
         let mut linker = Linker::new(&engine);
         state::link(&mut linker)?;
+        let ticker = EpochTicker::start(&engine);
         Ok(Runtime {
             cache: CompiledCache::new(cache_dir, &engine),
-            _ticker: EpochTicker::start(&engine),
-            sched: Scheduler::new(sched),
+            sched: Scheduler::new(sched, ticker.ticking()),
+            _ticker: ticker,
             engine,
             linker,
         })

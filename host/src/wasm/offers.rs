@@ -75,8 +75,15 @@ impl ToolPlugin {
             .instantiate(limits, cancel, cx.events.clone(), trace(cx), until)
             .await?;
         let deadline = inst.store.data().deadline;
-        let out =
-            limits::bounded(deadline, limits, cancel, Stage::Handler, export(&mut inst)).await;
+        let out = limits::bounded(
+            &self.sched,
+            deadline,
+            limits,
+            cancel,
+            Stage::Handler,
+            export(&mut inst),
+        )
+        .await;
         limits::log_stderr(&inst.store);
         limits::settle(out, &inst.store, Stage::Handler, limits, cancel)
     }

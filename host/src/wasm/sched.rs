@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::engine::{Running, Ticking};
 use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How the scheduler is sized (from `[server]`).
@@ -73,10 +74,12 @@ pub struct Scheduler {
     /// Slot counts of the two pools, to tell how many are in use.
     tool_max: u32,
     stage_max: u32,
+    /// Keeps the epoch ticker going while guests run.
+    ticking: Ticking,
 }
 
 impl Scheduler {
-    pub fn new(opts: SchedOptions) -> Arc<Scheduler> {
+    pub fn new(opts: SchedOptions, ticking: Ticking) -> Arc<Scheduler> {
         let tools = opts.max_instances - opts.stage_instances;
         Arc::new(Scheduler {
             tool_slots: Arc::new(Semaphore::new(tools as usize)),
@@ -86,7 +89,14 @@ impl Scheduler {
             long_after: opts.long_running_after,
             tool_max: tools,
             stage_max: opts.stage_instances,
+            ticking,
         })
+    }
+
+    /// Counts a guest as running until the guard drops: the epoch ticker
+    /// ticks meanwhile (see [`super::engine::EpochTicker`]).
+    pub fn running(&self) -> Running<'_> {
+        self.ticking.running()
     }
 
     /// Instance slots in use now: (tool pool, auth and mapper pool).
@@ -250,12 +260,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_short_of_a_slot_takes_back_the_slot_of_this_workers_spent_instance() {
-        let sched = Scheduler::new(SchedOptions::new(
-            3,
-            Some(2),
-            Some(1),
-            Duration::from_millis(20),
-        ));
+        let ticker = super::super::engine::EpochTicker::start(&wasmtime::Engine::default());
+        let sched = Scheduler::new(
+            SchedOptions::new(3, Some(2), Some(1), Duration::from_millis(20)),
+            ticker.ticking(),
+        );
         let now = Instant::now;
         let held = sched
             .slot(Pool::Tools, now(), Stage::Handler)

@@ -90,6 +90,7 @@ impl<P, B> StageComponent<P, B> {
         };
         let deadline = live.store.data().deadline;
         let out = limits::bounded(
+            &self.sched,
             deadline,
             limits,
             &cx.cancel,
@@ -126,6 +127,7 @@ impl<P, B> StageComponent<P, B> {
         );
         let deadline = store.data().deadline;
         let out = limits::bounded(
+            &self.sched,
             deadline,
             limits,
             &cx.cancel,

@@ -93,10 +93,17 @@ impl ToolPlugin {
             .instantiate(limits, &cancel, EventSink::default(), None, until)
             .await?;
         let deadline = inst.store.data().deadline;
-        let out = limits::bounded(deadline, limits, &cancel, Stage::Handler, async {
-            let tool = self.tool_exports(&mut inst)?;
-            tool.call_list_tools(&mut inst.store).await
-        })
+        let out = limits::bounded(
+            &self.sched,
+            deadline,
+            limits,
+            &cancel,
+            Stage::Handler,
+            async {
+                let tool = self.tool_exports(&mut inst)?;
+                tool.call_list_tools(&mut inst.store).await
+            },
+        )
         .await;
         limits::log_stderr(&inst.store);
         let defs = limits::settle(out, &inst.store, Stage::Handler, limits, &cancel)?;
@@ -155,11 +162,18 @@ impl ToolPlugin {
         let wit_cx = wit_context(cx);
         let deadline = inst.store.data().deadline;
         let args = arguments.to_string();
-        let out = limits::bounded(deadline, limits, &cx.cancel, Stage::Handler, async {
-            let tool = self.tool_exports(&mut inst)?;
-            tool.call_call_tool(&mut inst.store, &wit_cx, tool_name, &args)
-                .await
-        })
+        let out = limits::bounded(
+            &self.sched,
+            deadline,
+            limits,
+            &cx.cancel,
+            Stage::Handler,
+            async {
+                let tool = self.tool_exports(&mut inst)?;
+                tool.call_call_tool(&mut inst.store, &wit_cx, tool_name, &args)
+                    .await
+            },
+        )
         .await;
         limits::log_stderr(&inst.store);
         let left = inst.store.get_fuel().unwrap_or(limits.fuel);
@@ -235,6 +249,7 @@ impl ToolPlugin {
         })?;
         let deadline = store.data().deadline;
         let out = limits::bounded(
+            &self.sched,
             deadline,
             limits,
             cancel,
