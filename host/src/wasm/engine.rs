@@ -70,7 +70,7 @@ pub const LINGER: Duration = Duration::from_millis(100);
 /// Advances the engine's epoch every [`EPOCH_TICK`] while guests run, on a
 /// thread of its own, until dropped. Once no guest has run for [`LINGER`]
 /// the thread parks, so an idle server wakes nothing every millisecond
-/// (the tick was ~1.5 % of a core on an idle server). A guest is counted
+/// (an idle server spent 250 ms of CPU in 10 s on it). A guest is counted
 /// as running for the whole of its run ([`Ticking::running`]), and the
 /// one that starts while none runs wakes the ticker: no guest runs without
 /// ticks, so none runs past its deadline unchecked.
