@@ -191,7 +191,7 @@ impl Clock {
                     span_id: spans.span_id,
                     remote: false,
                 }),
-                what: What::Stage(stage.as_str()),
+                what: What::Stage(stage),
                 start,
                 end: spans.clock.nanos(now),
                 error,

@@ -10,6 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 
+use super::encode::LastCall;
 use super::span::SpanRecord;
 use super::{Tracer, tracer};
 
@@ -26,6 +27,7 @@ thread_local! {
 struct Local {
     entries: Vec<u8>,
     ends: Vec<usize>,
+    calls: LastCall,
 }
 
 impl Local {
@@ -52,12 +54,15 @@ impl Drop for Local {
 pub(super) fn record(tracer: &Tracer, span: &SpanRecord) {
     if !PARKS.with(Cell::get) {
         let mut entry = Vec::new();
-        tracer.envelope.put_entry(span, &mut entry);
+        let mut calls = LastCall::default();
+        tracer.envelope.put_entry(span, &mut calls, &mut entry);
         return tracer.queue.push(&entry, &[entry.len()]);
     }
     LOCAL.with(|local| {
-        let mut local = local.borrow_mut();
-        tracer.envelope.put_entry(span, &mut local.entries);
+        let local = &mut *local.borrow_mut();
+        tracer
+            .envelope
+            .put_entry(span, &mut local.calls, &mut local.entries);
         let end = local.entries.len();
         local.ends.push(end);
         if local.ends.len() >= LOCAL_MAX {

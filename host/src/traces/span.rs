@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, TraceId};
 
-use crate::call::Tick;
+use crate::call::{Stage, Tick};
 
 /// What a span stands for.
 #[derive(Debug, Clone, Copy)]
@@ -22,7 +22,7 @@ pub enum What<'a> {
         failed_in: Option<&'static str>,
     },
     /// One stage of a call (kind internal), named for the stage.
-    Stage(&'static str),
+    Stage(Stage),
 }
 
 /// The MCP method a call span stands for.
@@ -49,16 +49,6 @@ pub struct SpanRecord<'a> {
     /// Set when the span failed: its status is `Error` with this message,
     /// and its `error.type` attribute says the same.
     pub error: Option<&'static str>,
-}
-
-impl SpanRecord<'_> {
-    /// The span's OTLP `SpanKind`: server for a call, internal for a stage.
-    pub fn kind(&self) -> u8 {
-        match self.what {
-            What::Call { .. } => 2,
-            What::Stage(_) => 1,
-        }
-    }
 }
 
 /// A span clock: wall time (what OTLP wants) read once per call, and the
