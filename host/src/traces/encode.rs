@@ -26,6 +26,9 @@ use crate::call::Stage;
 const FLAG_SAMPLED: u32 = 0x01;
 const FLAG_HAS_IS_REMOTE: u32 = 0x100;
 const FLAG_IS_REMOTE: u32 = 0x200;
+/// `Span.kind`: a call is a server span, a stage an internal one.
+const KIND_INTERNAL: u8 = 1;
+const KIND_SERVER: u8 = 2;
 /// `Status.code` for an error.
 const STATUS_ERROR: u64 = 2;
 
@@ -49,8 +52,8 @@ pub struct Envelope {
 /// call span's method, operation and tool). A span is then its ids, its
 /// times, its template and what else it has (a session, an error): two
 /// copies instead of a few dozen small writes, each sized first.
-#[derive(Debug, Clone, Default)]
-pub struct Template {
+#[derive(Debug, Clone)]
+struct Template {
     /// `Span.name` and `Span.kind` (fields 5 and 6), keys and lengths included.
     head: Vec<u8>,
     /// The attributes (field 9), each with key and length.
@@ -88,14 +91,16 @@ pub struct LastCall {
 
 impl LastCall {
     fn template(&mut self, envelope: &Envelope, tool: &str) -> &Template {
-        if self.tool != tool || self.template.is_none() {
+        if self.tool != tool {
             self.tool.clear();
             self.tool.push_str(tool);
+            self.template = None;
+        }
+        self.template.get_or_insert_with(|| {
             let mut attributes = envelope.call_constants.clone();
             put_string_kv(9, TOOL_NAME, tool, &mut attributes);
-            self.template = Some(Template::new(&[CALL_METHOD, " ", tool], 2, &attributes));
-        }
-        self.template.get_or_insert_default()
+            Template::new(&[CALL_METHOD, " ", tool], KIND_SERVER, &attributes)
+        })
     }
 }
 
@@ -121,7 +126,7 @@ impl Envelope {
         let stages = Stage::ALL.map(|stage| {
             let mut attributes = Vec::new();
             put_string_kv(9, STAGE, stage.as_str(), &mut attributes);
-            Template::new(&[stage.as_str()], 1, &attributes)
+            Template::new(&[stage.as_str()], KIND_INTERNAL, &attributes)
         });
         Envelope {
             resource,

@@ -68,13 +68,9 @@ impl Tracer {
     /// name (`tools/call <tool>`), which would cost an allocation per call
     /// for samplers that do not read it (the standard ones do not).
     pub fn start(&self, parent: Option<&SpanContext>, tool: &str) -> Started {
-        let trace_id = match parent {
-            Some(p) if p.is_valid() => p.trace_id(),
-            _ => self.ids.new_trace_id(),
-        };
-        let sampled = self
-            .sampling
-            .sampled(parent.filter(|p| p.is_valid()), trace_id, tool);
+        let parent = parent.filter(|p| p.is_valid());
+        let trace_id = parent.map_or_else(|| self.ids.new_trace_id(), |p| p.trace_id());
+        let sampled = self.sampling.sampled(parent, trace_id, tool);
         Started {
             trace_id,
             span_id: self.ids.new_span_id(),
