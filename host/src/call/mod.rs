@@ -8,6 +8,7 @@
 
 mod ask;
 mod changes;
+mod client;
 mod context;
 mod error;
 mod offered;
@@ -18,6 +19,7 @@ mod tool;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
 pub use changes::{Change, Forward, List, ResourceChanges};
+pub use client::client_key;
 pub use context::{
     CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
     RequestInfo, Transport,

@@ -108,13 +108,13 @@ impl RateLimits {
 }
 
 /// Who the limit counts: the principal, or the client's address (without
-/// its port) when the call is anonymous.
+/// its port; an IPv6 client by its /64) when the call is anonymous.
 fn caller_key(cx: &CallContext) -> String {
     if let Some(p) = &cx.principal {
         return format!("sub:{}", p.subject);
     }
     match cx.request.as_ref().and_then(|r| r.client_addr) {
-        Some(sock) => format!("ip:{}", sock.ip()),
+        Some(sock) => format!("ip:{}", crate::call::client_key(sock.ip())),
         None => "anonymous".to_string(),
     }
 }
