@@ -144,6 +144,7 @@ impl Hangar {
                 Pipeline::new(Arc::new(generation.catalog))
                     .with_changes(changes)
                     .with_files(files.clone())
+                    .with_door(Arc::new(pipeline::Door::new(config.server.auth_failures)))
                     .with_metrics(Arc::new(if config.server.metrics {
                         metrics::Metrics::new()
                     } else {

@@ -252,6 +252,9 @@ async fn serve(
     for p in &hangar.problems {
         tracing::error!(path = %p.path.display(), "{}", p.error);
     }
+    for w in hangar.config.warnings() {
+        tracing::warn!("{w}");
+    }
     // Reloads (file changes, SIGHUP) run from here on, before the server
     // listens, so a SIGHUP never finds the default action (exit) in place.
     let plugins = hangar.config.server.plugins.clone();
@@ -303,6 +306,9 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     }
     for p in &hangar.problems {
         println!("  error {}: {}", p.path.display(), p.error);
+    }
+    for w in hangar.config.warnings() {
+        println!("  warning {w}");
     }
     println!(
         "{} components ({} from cache, {} compiled), {} tools, {} resources, {} templates, {} prompts, {} problems",

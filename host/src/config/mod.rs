@@ -25,10 +25,10 @@ pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::ClusterConfig;
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use limits::{LimitOverrides, Limits};
-pub use oauth::OAuthConfig;
+pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
-pub use server::{CatalogMode, ErrorStyle, ServerConfig};
+pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
 /// The whole configuration file.
@@ -403,6 +403,15 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// What `hangar check` and `serve` warn about: settings that open
+    /// something an operator should have chosen to open.
+    pub fn warnings(&self) -> Vec<String> {
+        self.oauth
+            .as_ref()
+            .map(OAuthConfig::warnings)
+            .unwrap_or_default()
     }
 
     /// `[oauth]` and the tools' `scopes` (see `config::oauth`).

@@ -8,9 +8,10 @@ use serde::Deserialize;
 
 use super::ToolConfig;
 
-/// The resource server's settings. With this section set, every `/mcp`
-/// request (and REST with `rest = true`) needs a bearer token the issuer
-/// signed for `resource`.
+/// The resource server's settings. With this section set, every request
+/// that reaches a tool, resource, prompt, upload or the OpenAPI document
+/// (`/mcp`, `/uploads` and, unless `rest = "public"`, the REST surface)
+/// needs a bearer token the issuer signed for `resource`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
@@ -30,9 +31,41 @@ pub struct OAuthConfig {
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(default = "default_leeway", with = "humantime_serde")]
     pub leeway: Duration,
-    /// Whether the REST surface (`/tools…`) needs a token too.
+    /// Whether the REST surface (`/tools…`, `/resources…`, `/prompts…`,
+    /// `/openapi.json`) needs a token too: `"protected"` (the default), or
+    /// `"public"` to open it anonymously (which `hangar check` warns about).
     #[serde(default)]
-    pub rest: bool,
+    pub rest: RestAccess,
+}
+
+/// Who may use the REST surface under `[oauth]`. Fails closed: an operator
+/// who opens it says so in words (`true`/`false` are read as
+/// `"protected"`/`"public"`, the meanings they had before).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RestAccess {
+    #[default]
+    Protected,
+    Public,
+}
+
+impl<'de> Deserialize<'de> for RestAccess {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RestAccess, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Flag(true) => Ok(RestAccess::Protected),
+            Written::Flag(false) => Ok(RestAccess::Public),
+            Written::Word(w) if w == "protected" => Ok(RestAccess::Protected),
+            Written::Word(w) if w == "public" => Ok(RestAccess::Public),
+            Written::Word(w) => Err(serde::de::Error::custom(format!(
+                "rest = {w:?}: expected \"protected\" or \"public\""
+            ))),
+        }
+    }
 }
 
 fn default_leeway() -> Duration {
@@ -43,6 +76,18 @@ impl OAuthConfig {
     /// The audience a token must name.
     pub fn expected_audience(&self) -> &str {
         self.audience.as_deref().unwrap_or(&self.resource)
+    }
+
+    /// What `hangar check` warns about without refusing it.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.rest == RestAccess::Public {
+            warnings.push(
+                "[oauth] rest = \"public\": /tools, /resources, /prompts and /openapi.json answer callers without a token"
+                    .to_string(),
+            );
+        }
+        warnings
     }
 
     /// What `hangar check` refuses: URLs that are not absolute http(s), a
@@ -136,7 +181,8 @@ mod tests {
         let oauth = config.oauth.as_ref().unwrap();
         assert_eq!(oauth.expected_audience(), "https://tools.example.com/mcp");
         assert_eq!(oauth.leeway, std::time::Duration::from_secs(30));
-        assert!(!oauth.rest);
+        assert_eq!(oauth.rest, super::RestAccess::Protected);
+        assert!(oauth.warnings().is_empty());
         assert!(oauth.jwks_uri.is_none());
         check(BASE).unwrap();
     }
@@ -148,7 +194,26 @@ mod tests {
         let oauth = config.oauth.unwrap();
         assert_eq!(oauth.expected_audience(), "api://acme");
         assert_eq!(oauth.leeway, std::time::Duration::from_secs(5));
-        assert!(oauth.rest);
+        assert_eq!(oauth.rest, super::RestAccess::Protected);
+    }
+
+    #[test]
+    fn rest_is_opened_only_in_words_and_check_warns() {
+        for (written, access) in [
+            ("\"public\"", super::RestAccess::Public),
+            ("false", super::RestAccess::Public),
+            ("\"protected\"", super::RestAccess::Protected),
+            ("true", super::RestAccess::Protected),
+        ] {
+            let config = Config::parse(&format!("{BASE}rest = {written}\n")).unwrap();
+            let oauth = config.oauth.unwrap();
+            assert_eq!(oauth.rest, access, "{written}");
+            assert_eq!(
+                oauth.warnings().len(),
+                usize::from(access == super::RestAccess::Public)
+            );
+        }
+        assert!(Config::parse(&format!("{BASE}rest = \"open\"\n")).is_err());
     }
 
     #[test]

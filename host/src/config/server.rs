@@ -64,6 +64,16 @@ pub struct ServerConfig {
     /// Calls one caller (principal, or client address when anonymous) may
     /// make to all tools together, e.g. `"100/s"`.
     pub rate_limit: Option<RateLimit>,
+    /// Failed authentications one client address (an IPv6 client by its
+    /// /64) may make, e.g. `"10/m"`; past it the client is answered 429
+    /// before any auth check runs, until the allowance refills.
+    pub auth_failures: RateLimit,
+    /// Balancers and proxies whose `X-Forwarded-For` names the client
+    /// (addresses or CIDR blocks); from anyone else the header is ignored.
+    pub trusted_proxies: Vec<TrustedProxy>,
+    /// A second address serving only `/livez`, `/readyz` and the full
+    /// `/metrics`, for probes and scrapers on a network clients cannot reach.
+    pub admin_listen: Option<SocketAddr>,
     /// A request's head (request line and headers) must arrive within this
     /// long of its first byte, or of the connection opening for its first
     /// request; otherwise the connection is closed. `0s` = no limit.
@@ -101,6 +111,39 @@ pub struct ServerConfig {
     pub request_state_key: Option<String>,
 }
 
+/// One `[server] trusted_proxies` entry: an address (`10.0.0.5`) or a
+/// block (`10.0.0.0/8`, `fd00::/8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrustedProxy(pub ipnet::IpNet);
+
+impl TrustedProxy {
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        self.0.contains(&ip)
+    }
+}
+
+impl std::str::FromStr for TrustedProxy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TrustedProxy, String> {
+        let s = s.trim();
+        if let Ok(net) = s.parse::<ipnet::IpNet>() {
+            return Ok(TrustedProxy(net.trunc()));
+        }
+        s.parse::<std::net::IpAddr>()
+            .map(|ip| TrustedProxy(ipnet::IpNet::from(ip)))
+            .map_err(|_| format!("trusted_proxies: {s:?} is not an address or a CIDR block"))
+    }
+}
+
+impl<'de> Deserialize<'de> for TrustedProxy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TrustedProxy, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CatalogMode {
@@ -131,6 +174,12 @@ impl Default for ServerConfig {
             metrics: true,
             catalog: CatalogMode::Full,
             rate_limit: None,
+            auth_failures: RateLimit {
+                calls: std::num::NonZeroU32::new(10).expect("10 > 0"),
+                per_minute: true,
+            },
+            trusted_proxies: Vec::new(),
+            admin_listen: None,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),

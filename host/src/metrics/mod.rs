@@ -79,6 +79,18 @@ pub struct Live {
     /// Result-cache hits and misses over every cached statement.
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// What stood before the auth checks (the pipeline's `Door`).
+    pub auth: AuthCounts,
+}
+
+/// The door's counters: auth components run, checks that refused the
+/// caller (a plugin's or a bearer token's), and callers answered 429
+/// before anything was checked (`auth_failures`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AuthCounts {
+    pub checks: u64,
+    pub failures: u64,
+    pub throttled: u64,
 }
 
 /// The registry and every series Hangar exports.
@@ -95,6 +107,9 @@ pub struct Metrics {
     /// Copied from the caches' own counters at scrape time.
     cache_hits: Counter,
     cache_misses: Counter,
+    auth_checks: Counter,
+    auth_failures: Counter,
+    auth_throttled: Counter,
     /// `[server] metrics = false`: nothing is counted or timed.
     off: bool,
 }
@@ -119,6 +134,9 @@ impl Metrics {
             db_waiting: Gauge::default(),
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
+            auth_checks: Counter::default(),
+            auth_failures: Counter::default(),
+            auth_throttled: Counter::default(),
             registry: Registry::default(),
             off: false,
         };
@@ -161,6 +179,21 @@ impl Metrics {
             "result_cache_misses",
             "Result-cache misses of DB tools and resources",
             m.cache_misses.clone(),
+        );
+        r.register(
+            "auth_checks",
+            "Auth components run (tool, resource and prompt checks, and listings)",
+            m.auth_checks.clone(),
+        );
+        r.register(
+            "auth_failures",
+            "Auth checks and bearer tokens that refused the caller",
+            m.auth_failures.clone(),
+        );
+        r.register(
+            "auth_throttled",
+            "Requests answered 429 before any auth check ran (auth_failures)",
+            m.auth_throttled.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -217,6 +250,13 @@ impl Metrics {
         self.cache_misses
             .inner()
             .store(live.cache_misses, Ordering::Relaxed);
+        for (counter, n) in [
+            (&self.auth_checks, live.auth.checks),
+            (&self.auth_failures, live.auth.failures),
+            (&self.auth_throttled, live.auth.throttled),
+        ] {
+            counter.inner().store(n, Ordering::Relaxed);
+        }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out

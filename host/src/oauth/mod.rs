@@ -21,15 +21,18 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::ConnectInfo;
+use axum::http::header::{AUTHORIZATION, CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use crate::config::OAuthConfig;
-use crate::pipeline::Principal;
+use crate::config::{OAuthConfig, RestAccess};
+use crate::pipeline::{Door, Principal};
 
 /// The resource server of one config: its settings, its issuer's keys, and
 /// the metadata URL its challenges name. Built once per app; shared by the
@@ -38,6 +41,9 @@ pub struct ResourceServer {
     config: OAuthConfig,
     jwks: jwks::Jwks,
     metadata_url: String,
+    /// Counts refused tokens per client; a client over its allowance is
+    /// answered 429 before its token is even parsed.
+    door: Arc<Door>,
 }
 
 /// Why a request was refused before reaching its surface.
@@ -47,24 +53,43 @@ pub enum Refusal {
     NoToken,
     /// A token was sent and is not good.
     Invalid(String),
+    /// The client has failed too often lately; nothing was checked.
+    TooMany(std::time::Duration),
 }
 
 impl ResourceServer {
-    pub fn new(config: &OAuthConfig) -> Arc<ResourceServer> {
+    pub fn new(config: &OAuthConfig, door: Arc<Door>) -> Arc<ResourceServer> {
         Arc::new(ResourceServer {
             jwks: jwks::Jwks::new(&config.issuer, config.jwks_uri.as_deref()),
             metadata_url: metadata::url(&config.resource),
             config: config.clone(),
+            door,
         })
     }
 
     /// Whether the REST surface is protected too.
     pub fn protects_rest(&self) -> bool {
-        self.config.rest
+        self.config.rest == RestAccess::Protected
     }
 
-    /// The principal a request's bearer token proves.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
+    /// The principal a request's bearer token proves. A client over its
+    /// `auth_failures` allowance is refused unchecked; a bad token counts
+    /// against it (no token at all does not: that is not a guess).
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, Refusal> {
+        let failures = self.door.failures();
+        failures.admit(client).map_err(Refusal::TooMany)?;
+        let outcome = self.verify(headers).await;
+        if let Err(Refusal::Invalid(_)) = &outcome {
+            failures.failed(client);
+        }
+        outcome
+    }
+
+    async fn verify(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
         let token = bearer(headers)?;
         let (alg, kid) = token::key_hint(token).map_err(|e| Refusal::Invalid(e.0))?;
         let keys = self.jwks.keys_for(kid.as_deref()).await.map_err(|e| {
@@ -83,6 +108,19 @@ impl ResourceServer {
     fn challenge(&self, refusal: &Refusal) -> Response {
         let mut params = Vec::new();
         let body = match refusal {
+            Refusal::TooMany(wait) => {
+                let e = self.door.failures().refusal(*wait);
+                let secs = e.retry_after.unwrap_or_default().as_secs().max(1);
+                let mut response = (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    Json(json!({ "error": "too_many_requests", "error_description": e.message })),
+                )
+                    .into_response();
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(secs));
+                return response;
+            }
             Refusal::NoToken => {
                 json!({ "error": "unauthorized", "error_description": "a bearer token is required" })
             }
@@ -211,7 +249,11 @@ async fn require_token(
     mut req: Request,
     next: Next,
 ) -> Response {
-    match rs.authenticate(req.headers()).await {
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    match rs.authenticate(req.headers(), client).await {
         Ok(principal) => {
             req.headers_mut().remove(AUTHORIZATION);
             req.extensions_mut().insert(principal);
@@ -223,7 +265,14 @@ async fn require_token(
             if let Refusal::Invalid(why) = &refusal {
                 tracing::info!(target: "hangar::oauth", path = %req.uri().path(), reason = %why, "token refused");
             }
-            rs.challenge(&refusal)
+            let mut response = rs.challenge(&refusal);
+            // The body stays unread: the connection cannot carry another request.
+            if !http_body::Body::is_end_stream(req.body()) {
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
         }
     }
 }

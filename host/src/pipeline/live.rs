@@ -35,7 +35,8 @@ impl Live {
         let now = self.current.load();
         let next = Pipeline::new(catalog)
             .with_changes(now.changes().clone())
-            .with_metrics(now.metrics().clone());
+            .with_metrics(now.metrics().clone())
+            .with_door(now.door().clone());
         let next = match now.files() {
             Some(files) => next.with_files(files.clone()),
             None => next,

@@ -3,6 +3,8 @@
 //! hand the call to [`Pipeline::call`]; stages know nothing of transports.
 
 mod access;
+mod door;
+mod failures;
 mod files;
 mod live;
 pub mod meta;
@@ -24,6 +26,8 @@ pub use crate::call::{
     ToolResult, Transport, ask_until,
 };
 pub use crate::catalog::ArgsValidator;
+pub use door::Door;
+pub use failures::AuthFailures;
 pub use live::Live;
 
 use crate::catalog::{Backend, Catalog, CatalogTool};
@@ -40,6 +44,8 @@ pub struct Pipeline {
     metrics: Arc<Metrics>,
     /// Uploads and artifacts (kept across reloads); none in a bare pipeline.
     files: Option<Arc<crate::files::Files>>,
+    /// What stands before every auth check (kept across reloads).
+    door: Arc<Door>,
 }
 
 impl Pipeline {
@@ -49,7 +55,19 @@ impl Pipeline {
             changes: ResourceChanges::default(),
             metrics: Arc::default(),
             files: None,
+            door: Arc::default(),
         }
+    }
+
+    /// This pipeline, checking callers through `door` (a reloaded pipeline
+    /// keeps the old one's, with its counts).
+    pub fn with_door(mut self, door: Arc<Door>) -> Pipeline {
+        self.door = door;
+        self
+    }
+
+    pub fn door(&self) -> &Arc<Door> {
+        &self.door
     }
 
     /// This pipeline, keeping uploads and artifacts in `files`.
@@ -133,11 +151,7 @@ impl Pipeline {
         let auth = stages.auth.as_ref().or(default_auth);
         proceed(cx, clock, Stage::Auth, auth.is_some())?;
         if let Some(auth) = auth {
-            match auth
-                .plugin
-                .authenticate(name, &auth.policy, cx, &auth.limits)
-                .await
-            {
+            match self.door.check(auth, name, cx).await {
                 Ok(principal) => cx.principal = Some(principal),
                 Err(e) if hidden && e.kind == ErrorKind::Unauthorized => {
                     return Err(CallError::not_found(name));
@@ -235,10 +249,7 @@ impl Pipeline {
         let Some(auth) = self.catalog.default_auth() else {
             return cx.principal.clone();
         };
-        auth.plugin
-            .authenticate("", &auth.policy, cx, &auth.limits)
-            .await
-            .ok()
+        self.door.lister(auth, cx).await
     }
 
     /// The definitions `tools/list` shows a caller, in order.

@@ -163,11 +163,7 @@ impl Pipeline {
             None
         };
         if let Some(auth) = access.auth.as_ref().or(default_auth) {
-            match auth
-                .plugin
-                .authenticate(what, &auth.policy, cx, &auth.limits)
-                .await
-            {
+            match self.door.check(auth, what, cx).await {
                 Ok(principal) => cx.principal = Some(principal),
                 Err(e) if hidden && e.kind == ErrorKind::Unauthorized => return Err(not_found()),
                 Err(e) => return Err(e),

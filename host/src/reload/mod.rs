@@ -102,6 +102,7 @@ impl Reloader {
             }
             None
         } else {
+            let _rebuilding = self.status.rebuild_started();
             Some(self.rebuild(&mut running, fingerprint).await)
         };
         let ms = started.elapsed().as_millis() as u64;

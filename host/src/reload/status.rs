@@ -2,7 +2,7 @@
 //! parts of the server (metrics) read.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
 
@@ -62,6 +62,8 @@ pub type Hook = Box<dyn Fn(&Attempt) + Send + Sync>;
 /// reloader (which records) and `/healthz` (which reports).
 #[derive(Default)]
 pub struct ReloadStatus {
+    /// A catalog is being rebuilt now (`/readyz` answers 503 meanwhile).
+    rebuilding: AtomicBool,
     applied: AtomicU64,
     failed: AtomicU64,
     last: Mutex<Option<Attempt>>,
@@ -96,6 +98,17 @@ impl ReloadStatus {
             .is_some_and(|a| a.outcome == Outcome::Failed)
     }
 
+    /// Whether a catalog is being rebuilt now.
+    pub fn rebuilding(&self) -> bool {
+        self.rebuilding.load(Ordering::Relaxed)
+    }
+
+    /// Marks a rebuild as running until the returned guard drops.
+    pub fn rebuild_started(&self) -> Rebuilding<'_> {
+        self.rebuilding.store(true, Ordering::Relaxed);
+        Rebuilding(self)
+    }
+
     /// Calls `hook` after every later reload attempt.
     pub fn on_attempt(&self, hook: Hook) {
         lock(&self.hooks).push(hook);
@@ -119,6 +132,15 @@ impl ReloadStatus {
             failed: self.failures(),
             last: lock(&self.last).clone(),
         }
+    }
+}
+
+/// A rebuild in progress; dropping it (however the rebuild ends) clears it.
+pub struct Rebuilding<'a>(&'a ReloadStatus);
+
+impl Drop for Rebuilding<'_> {
+    fn drop(&mut self) {
+        self.0.rebuilding.store(false, Ordering::Relaxed);
     }
 }
 

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::body;
 use crate::files::{Area, DownloadRefusal, Entry, Files, StoreError};
 use crate::mcp::McpState;
 use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
@@ -26,6 +27,8 @@ pub struct FilesState {
     pub mcp: Arc<McpState>,
     /// Its server-wide auth check says who a caller without a session is.
     pub pipeline: Live,
+    /// How long an upload's body may take to arrive (`body_timeout`).
+    pub body_timeout: Option<std::time::Duration>,
 }
 
 /// `/uploads` (put behind the OAuth check when `[oauth]` is set).
@@ -97,10 +100,7 @@ async fn default_principal(
         headers,
         Some(client),
     )));
-    auth.plugin
-        .authenticate("", &auth.policy, &cx, &auth.limits)
-        .await
-        .ok()
+    pipeline.door().check(auth, "", &cx).await.ok()
 }
 
 fn described(files: &[Arc<Entry>]) -> Value {
@@ -121,6 +121,10 @@ fn described(files: &[Arc<Entry>]) -> Value {
 
 /// `POST /uploads`: every file part of a `multipart/form-data` body is
 /// stored, or none is. Each part needs a filename; other fields are refused.
+///
+/// Nothing of the body is read until the head has said it is multipart and
+/// no larger than the limit, the caller is known, and some tool takes
+/// uploads; every refusal before that closes the connection unread.
 async fn upload(
     State(st): State<Arc<FilesState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -128,51 +132,41 @@ async fn upload(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {
+    if body::media_type(&headers).as_deref() != Some("multipart/form-data") {
+        return body::unsupported("/uploads", "multipart/form-data");
+    }
+    let limit = st.files.max_upload_request();
+    if body::declared_length(&headers).is_some_and(|n| n > limit as u64) {
+        return body::too_large(limit);
+    }
     let area = match caller_area(&st, &headers, client, token.map(|t| t.0)).await {
         Ok(area) => area,
-        Err(response) => return response,
+        Err(response) => return unread(response),
     };
-    let mut multipart = match multipart {
-        Ok(m) => m,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("POST /uploads takes multipart/form-data: {e}"),
-            );
-        }
-    };
-    let mut parts = Vec::new();
-    loop {
-        let field = match multipart.next_field().await {
-            Ok(Some(field)) => field,
-            Ok(None) => break,
-            Err(e) => {
-                return error(
-                    e.status(),
-                    format!("cannot read the multipart body ({e}); nothing was stored"),
-                );
-            }
-        };
-        let index = parts.len() + 1;
-        let Some(name) = field.file_name().map(str::to_string) else {
-            let field_name = field.name().unwrap_or("").to_string();
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "part {index} ({field_name:?}) is not a file (it has no filename); nothing was stored"
-                ),
-            );
-        };
-        match field.bytes().await {
-            Ok(bytes) => parts.push((name, bytes)),
-            Err(e) => {
-                return error(
-                    e.status(),
-                    format!("cannot read part {index} ({name:?}): {e}; nothing was stored"),
-                );
-            }
-        }
+    let pipeline = st.pipeline.current();
+    if !pipeline
+        .catalog()
+        .tools()
+        .iter()
+        .any(|t| !t.stages.consumes_uploads.is_empty())
+    {
+        return body::closing(
+            StatusCode::FORBIDDEN,
+            "no tool on this server takes uploads (consumes_uploads), so none are accepted".into(),
+        );
     }
+    let read = read_parts(multipart);
+    let parts = match st.body_timeout {
+        None => read.await,
+        Some(timeout) => match tokio::time::timeout(timeout, read).await {
+            Ok(parts) => parts,
+            Err(_) => return body::timed_out(timeout),
+        },
+    };
+    let parts = match parts {
+        Ok(parts) => parts,
+        Err(response) => return unread(response),
+    };
     match st.files.store_uploads(&area, parts).await {
         Ok(stored) => (StatusCode::CREATED, Json(described(&stored))).into_response(),
         Err(StoreError::Invalid(m)) => {
@@ -184,6 +178,63 @@ async fn upload(
         ),
         Err(StoreError::Io(m)) => error(StatusCode::INTERNAL_SERVER_ERROR, m),
     }
+}
+
+/// A refusal after which the connection closes: the body may be unread.
+fn unread(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+/// Every file part of the body, or the answer that refuses it.
+async fn read_parts(
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Vec<(String, bytes::Bytes)>, Response> {
+    let mut multipart = match multipart {
+        Ok(m) => m,
+        Err(e) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("POST /uploads takes multipart/form-data: {e}"),
+            ));
+        }
+    };
+    let mut parts = Vec::new();
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(field)) => field,
+            Ok(None) => break,
+            Err(e) => {
+                return Err(error(
+                    e.status(),
+                    format!("cannot read the multipart body ({e}); nothing was stored"),
+                ));
+            }
+        };
+        let index = parts.len() + 1;
+        let Some(name) = field.file_name().map(str::to_string) else {
+            let field_name = field.name().unwrap_or("").to_string();
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "part {index} ({field_name:?}) is not a file (it has no filename); nothing was stored"
+                ),
+            ));
+        };
+        match field.bytes().await {
+            Ok(bytes) => parts.push((name, bytes)),
+            Err(e) => {
+                return Err(error(
+                    e.status(),
+                    format!("cannot read part {index} ({name:?}): {e}; nothing was stored"),
+                ));
+            }
+        }
+    }
+    Ok(parts)
 }
 
 /// `GET /uploads`: the caller's live uploads.

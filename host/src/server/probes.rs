@@ -1,0 +1,181 @@
+//! What orchestrators, scrapers and operators ask of a running server.
+//!
+//! - `/livez` — the process answers (for a liveness probe).
+//! - `/readyz` — it should get traffic: 503 while a reload rebuilds the
+//!   catalog, or while the cluster's shared Redis is unreachable.
+//! - `/metrics` — the Prometheus text exposition.
+//!
+//! These three answer on any Host (a kubelet or Prometheus dials the pod's
+//! address), never run an auth check, and name nothing hidden: on the main
+//! listener `/metrics` leaves out every tool shown only to some callers
+//! (`visible_to`); on `[server] admin_listen` it shows everything.
+//!
+//! - `/healthz` — the detailed report, behind the Host check, for the
+//!   caller: with `[oauth]` or a server-wide `[auth]` only a caller they
+//!   accept gets the details; anyone else gets liveness alone.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde_json::json;
+
+use super::HttpStats;
+use crate::health::Health;
+use crate::mcp::McpState;
+use crate::oauth::ResourceServer;
+use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+use crate::reload::ReloadStatus;
+
+/// What the probes read.
+pub struct Probes {
+    pub pipeline: Live,
+    pub reload: Arc<ReloadStatus>,
+    /// The replicas' shared Redis (`[cluster]`).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Guest instance slots in use, for `/metrics`.
+    pub sched: Arc<crate::wasm::sched::Scheduler>,
+    /// Whether `/metrics` is served (`[server] metrics`).
+    pub metrics: bool,
+}
+
+/// `/livez`, `/readyz` and (unless off) `/metrics`; `full` shows every
+/// tool's series (the admin listener), else only those shown to everyone.
+pub fn router(probes: Arc<Probes>, full: bool) -> Router {
+    let metrics_on = probes.metrics;
+    let router = Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz));
+    let router = if metrics_on {
+        router.route("/metrics", get(move |state| metrics(state, full)))
+    } else {
+        router
+    };
+    router.with_state(probes)
+}
+
+async fn livez() -> Response {
+    Json(json!({ "status": "ok" })).into_response()
+}
+
+async fn readyz(State(probes): State<Arc<Probes>>) -> Response {
+    let mut waiting = Vec::new();
+    if probes.reload.rebuilding() {
+        waiting.push("reloading");
+    }
+    if let Some(cluster) = &probes.cluster
+        && cluster.status().await.redis != "ok"
+    {
+        waiting.push("cluster redis unreachable");
+    }
+    if waiting.is_empty() {
+        Json(json!({ "status": "ready" })).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "not ready", "waiting_for": waiting })),
+        )
+            .into_response()
+    }
+}
+
+/// `/metrics`: the Prometheus text exposition (OpenMetrics flavour).
+async fn metrics(State(probes): State<Arc<Probes>>, full: bool) -> Response {
+    let (tools, stages) = probes.sched.in_use();
+    let mut live = crate::metrics::Live {
+        instances: vec![("tools", tools.into()), ("stages", stages.into())],
+        ..Default::default()
+    };
+    let pipeline = probes.pipeline.current();
+    let catalog = pipeline.catalog();
+    catalog.db_live(&mut live);
+    live.auth = pipeline.door().counts();
+    let mut body = pipeline.metrics().render(&live);
+    if !full && catalog.has_restricted() {
+        let hidden: Vec<&str> = catalog
+            .tools()
+            .iter()
+            .filter(|t| t.stages.visible_to.is_some())
+            .map(|t| t.def.name.as_str())
+            .collect();
+        body = crate::metrics::without_tools(&body, &hidden);
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// What `/healthz` reads: the catalog's health (for the caller), the
+/// connection and session counters, and who may see them.
+pub struct HealthState {
+    pub health: Health,
+    pub mcp: Arc<McpState>,
+    pub http: Arc<HttpStats>,
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// `[oauth]`: the details need a bearer token it accepts.
+    pub oauth: Option<Arc<ResourceServer>>,
+}
+
+/// Who asks `/healthz`: `None` when the server checks callers and this
+/// one did not pass; else the principal the report is built for.
+async fn asker(
+    state: &HealthState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+) -> Option<Option<Principal>> {
+    if let Some(rs) = &state.oauth {
+        return rs
+            .authenticate(headers, Some(client.ip()))
+            .await
+            .ok()
+            .map(Some);
+    }
+    let pipeline = state.health.pipeline().current();
+    let Some(auth) = pipeline.catalog().default_auth() else {
+        // No one is checked on this server: everyone sees the details.
+        return Some(None);
+    };
+    let mut cx = CallContext::new(None);
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "GET",
+        "/healthz",
+        headers,
+        Some(client),
+    )));
+    pipeline.door().lister(auth, &cx).await.map(Some)
+}
+
+/// `/healthz`: liveness for anyone; the details for a caller the server's
+/// checks accept, built the way `GET /tools` is for that caller.
+pub async fn healthz(
+    State(state): State<Arc<HealthState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(principal) = asker(&state, &headers, client).await else {
+        return Json(json!({ "status": "ok" })).into_response();
+    };
+    let mut report = state.health.report(principal.as_ref());
+    report["http"] = json!(state.http.report());
+    report["sessions"] = json!(state.mcp.session_report());
+    // A replica that cannot reach the shared Redis still serves what needs
+    // no shared state, and says it is degraded.
+    if let Some(cluster) = &state.cluster {
+        let status = cluster.status().await;
+        if status.redis != "ok" {
+            report["status"] = json!("degraded");
+        }
+        report["cluster"] = json!(status);
+    }
+    Json(report).into_response()
+}
