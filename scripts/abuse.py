@@ -1310,7 +1310,7 @@ def render_clients(args, c):
     return out
 
 
-def render(args, guests, clients, db=None):
+def render(args, guests, clients, db=None, door=None):
     """The report: what ran of the guests' phases (servers A, B), the clients'
     (C) and the DB drivers of scripts/abuse_db.py."""
     out = [HEADER,
@@ -1329,6 +1329,9 @@ def render(args, guests, clients, db=None):
         out += render_guests(args, *guests)
     if clients:
         out += render_clients(args, clients)
+    if door:
+        import abuse_door  # noqa: PLC0415 - imports this module
+        out += abuse_door.rows(door, args.seconds)
     return "\n".join(out + [""])
 
 
@@ -1447,9 +1450,9 @@ def main():
     ap.add_argument("--connections", type=int, default=8, help="wrk connections for echo")
     ap.add_argument("--runaways", type=int, default=40, help="spin calls kept in flight beside echo")
     ap.add_argument("--flood-calls", type=int, default=5, help="calls of each flood tool")
-    ap.add_argument("--only", choices=("guests", "clients", "db"),
-                    help="run only the guests' phases (servers A, B), the clients' (server C) "
-                         "or the DB drivers (scripts/abuse_db.py)")
+    ap.add_argument("--only", choices=("guests", "clients", "db", "door"),
+                    help="run only the guests' phases (servers A, B), the clients' (server C), "
+                         "the DB drivers (scripts/abuse_db.py) or the door's (scripts/abuse_door.py)")
     ap.add_argument("--write", type=Path, metavar="FILE", help="also write the report as Markdown to FILE")
     args = ap.parse_args()
     if args.write and args.only:
@@ -1459,7 +1462,8 @@ def main():
     if args.runs < 1 or args.seconds < 1 or args.flood_calls < 1:
         raise SystemExit("--runs, --seconds and --flood-calls must be at least 1")
 
-    sources = [ROOT / "plugins/echo.wasm", TEST_PLUGINS / "misbehave.wasm", TEST_PLUGINS / "abuse.wasm"]
+    sources = [ROOT / "plugins/echo.wasm", ROOT / "plugins/api-key.wasm", TEST_PLUGINS / "misbehave.wasm",
+               TEST_PLUGINS / "abuse.wasm"]
     missing = [str(p) for p in [HANGAR, *sources] if not p.exists()]
     if missing:
         raise SystemExit(f"missing {', '.join(missing)}: run scripts/abuse, which builds them")
@@ -1474,7 +1478,7 @@ def main():
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     failures = Failures()
     survival = []
-    guests = clients = db = None
+    guests = clients = db = door = None
     ok = False
     try:
         if args.only in (None, "guests"):
@@ -1502,6 +1506,10 @@ def main():
             log("DB drivers (scripts/abuse_db.py)")
             import abuse_db  # noqa: PLC0415 - reads its payload file on import
             db = abuse_db.run()
+        if args.only in (None, "door"):
+            log("servers D and E (the door: pre-auth floods, guessing, streams, a slow issuer)")
+            import abuse_door  # noqa: PLC0415 - imports this module
+            door = abuse_door.run(work, plugins, args.seconds)
         ok = True
     finally:
         # Logs stay for a look when something went wrong.
@@ -1510,7 +1518,7 @@ def main():
         else:
             log(f"server logs kept in {work}")
 
-    report = render(args, guests, clients, db)
+    report = render(args, guests, clients, db, door)
     print(report)
     if args.write:
         args.write.write_text(report)
