@@ -71,7 +71,23 @@ def test_an_artifact_is_a_resource_of_its_session_read_back_byte_for_byte(server
     r = httpx.get(meta["url"])
     assert r.status_code == 200 and r.content == CSV.encode()
     assert r.headers["content-type"] == "text/csv"
-    assert "attachment" in r.headers["content-disposition"]
+    assert r.headers["content-disposition"] == "attachment; filename=\"report.csv\"; filename*=UTF-8''report.csv"
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_download_is_a_file_to_save_never_a_page(server):
+    """An artifact a tool names as HTML is still served as an attachment the
+    browser may not sniff or render as a page of this origin; its name, with
+    quotes and non-ASCII letters, cannot break out of the header."""
+    c = session(server)
+    [meta] = report(c, filename='page "ü";x.html')["_meta"]["hangar/artifacts"]
+    r = httpx.get(meta["url"])
+    assert r.status_code == 200 and r.content == CSV.encode()
+    assert r.headers["content-type"] == "text/html"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["content-disposition"] == (
+        "attachment; filename=\"page_____x.html\"; filename*=UTF-8''page%20%22%C3%BC%22%3Bx.html")
+    assert "sandbox" in r.headers["content-security-policy"]
 
 
 def test_a_binary_artifact_reads_back_as_a_blob(server):

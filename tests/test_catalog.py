@@ -213,6 +213,7 @@ config = {{ hs256_secret = "{SECRET}" }}
 
 [auth]
 plugin = "jwt"
+policy = {{ audience = "any" }}
 
 [connectors.lite]
 kind = "sqlite"

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from conftest import ROOT, Server, plugin_path
+from test_upstreams import Upstream
 
 SCREENSHOTS = ROOT / "target" / "ui-screenshots"
 
@@ -188,3 +189,72 @@ def test_explorer_reads_resources_and_renders_prompts(server, browser):
     page.wait_for_selector("#outcome .message img")
     assert page.locator("#outcome .message").count() == 2
     page.close()
+
+
+def test_the_explorer_runs_only_its_own_script(server, browser):
+    """The CSP names a fresh nonce for the page's one script and allows no
+    inline script: the page works in Chromium, and a script added to it
+    without the nonce does not run."""
+    a, b = httpx.get(server.url + "/ui"), httpx.get(server.url + "/ui")
+    directives = {}
+    for d in a.headers["content-security-policy"].split(";"):
+        name, _, value = d.strip().partition(" ")
+        directives[name] = value
+    script_src = directives["script-src"]
+    assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+    assert script_src.startswith("'nonce-")
+    nonce = script_src.removeprefix("'nonce-").removesuffix("'")
+    assert f'<script nonce="{nonce}">' in a.text
+    assert nonce not in b.text and nonce not in b.headers["content-security-policy"]
+
+    page = browser.new_page()
+    blocked = []
+    page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+    page.goto(server.url + "/ui")
+    page.wait_for_selector('#tools li[data-tool="echo"]')
+    assert blocked == []
+    page.click('#tools li[data-tool="echo"]')
+    page.fill("#f-text", "nonce")
+    page.click("#call")
+    page.wait_for_selector("#outcome")
+    assert page.locator("#outcome .text").inner_text() == "nonce"
+    # Styles still apply (inline styles are allowed).
+    assert page.eval_on_selector("body", "b => getComputedStyle(b).display") == "grid"
+    # An inline script injected into the page is refused by the policy.
+    page.evaluate("""() => { const s = document.createElement("script");
+        s.textContent = "window.injected = true"; document.body.append(s); }""")
+    assert page.evaluate("() => window.injected === undefined")
+    page.close()
+
+
+def test_the_explorer_links_only_http_urls(start_server, browser):
+    """A tool's resource_link is a link only when its URI is http(s): a
+    javascript: or data: URI is shown as text, and clicking it runs nothing."""
+    u = Upstream().start()
+    try:
+        s = start_server(plugins=[], config=f'''
+[upstreams.up]
+url = "{u.url}"
+prefix = "up."
+tools = ["links"]
+''')
+        page = browser.new_page()
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(s.url + "/ui")
+        page.wait_for_selector('#tools li[data-tool="up.links"]')
+        page.click('#tools li[data-tool="up.links"]')
+        page.click("#call")
+        page.wait_for_selector("#outcome:not(.error)")
+        hrefs = page.eval_on_selector_all("#outcome a", "as => as.map(a => a.getAttribute('href'))")
+        assert hrefs == ["https://example.com/docs"], hrefs
+        assert page.eval_on_selector_all("a[href^='javascript:' i], a[href^='data:' i]", "as => as.length") == 0
+        text = page.locator("#outcome").inner_text()
+        assert "click me" in text and "javascript:alert(document.domain)" in text
+        assert "a page" in text
+        page.get_by_text("click me").click()
+        page.wait_for_timeout(300)
+        assert dialogs == []
+        page.close()
+    finally:
+        u.stop()

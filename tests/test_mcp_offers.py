@@ -23,6 +23,7 @@ config = {{ hs256_secret = "{SECRET}" }}
 
 [auth]
 plugin = "jwt"
+policy = {{ audience = "any" }}
 
 [[prompts]]
 name = "test_prompt_with_image"

@@ -278,6 +278,23 @@ def test_a_token_not_yet_valid_is_refused(hangar, auth_server):
     assert init(hangar, token)[1].status_code == 200
 
 
+def test_a_token_without_a_subject_is_refused(hangar, auth_server):
+    """Sessions and file areas belong to the token's subject: a token whose
+    `sub` is empty (or that names no subject at all) is refused, not given
+    the empty subject every such token would share."""
+    now = int(time.time())
+    base = {"iss": auth_server.issuer, "aud": hangar.resource, "iat": now, "exp": now + 600}
+
+    def signed(claims):
+        return pyjwt.encode(claims, auth_server.keys["RS256"], "RS256", headers={"kid": "as-rs256"})
+
+    for claims in ({**base, "sub": ""}, {**base, "sub": "", "client_id": "admin"}, base):
+        _, r = init(hangar, signed(claims))
+        assert_invalid(hangar, r, "the token names no subject (sub)")
+    # The same claims with a subject pass.
+    assert init(hangar, signed({**base, "sub": "someone"}))[1].status_code == 200
+
+
 def test_a_token_from_another_issuer_is_refused(hangar, auth_server):
     token = auth_server.token("admin", hangar.resource, issuer=auth_server.rogue)
     _, r = init(hangar, token)

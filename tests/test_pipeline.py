@@ -90,7 +90,23 @@ inputs.note = {{ type = "string", default = "-" }}
 name = "whoami.ec"
 description = "Same, with ES256 tokens"
 use = "main"
-auth = {{ plugin = "jwt-ec", policy = {{ algorithms = ["ES256"] }} }}
+auth = {{ plugin = "jwt-ec", policy = {{ algorithms = ["ES256"], audience = "hangar" }} }}
+statement = "SELECT {{{{ inputs.owner }}}}::text AS owner"
+inputs.owner = {{ type = "string", from_claim = "sub" }}
+
+[[tools]]
+name = "whoami.noaud"
+description = "A jwt policy that names no audience: every token is refused"
+use = "main"
+auth = {{ plugin = "jwt", policy = {{ issuer = "https://issuer.test" }} }}
+statement = "SELECT {{{{ inputs.owner }}}}::text AS owner"
+inputs.owner = {{ type = "string", from_claim = "sub" }}
+
+[[tools]]
+name = "whoami.anyaud"
+description = "A jwt policy that accepts any audience, said out loud"
+use = "main"
+auth = {{ plugin = "jwt", policy = {{ issuer = "https://issuer.test", audience = "any" }} }}
 statement = "SELECT {{{{ inputs.owner }}}}::text AS owner"
 inputs.owner = {{ type = "string", from_claim = "sub" }}
 
@@ -257,6 +273,8 @@ BAD_TOKENS = {
     "ES256 without an EC key": (lambda: bearer(token(EC_KEY, "ES256")), "bad EC key"),
     "alg none": (lambda: bearer(pyjwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, None, algorithm="none")),
                  "malformed token"),
+    "empty sub": (lambda: bearer(token(sub="")), "the token names no subject (sub)"),
+    "no sub": (lambda: bearer(token(sub=None)), "the token names no subject (sub)"),
 }
 
 
@@ -266,6 +284,21 @@ def test_jwt_rejects_bad_tokens_without_saying_why(mcp, server, case):
     r = mcp.call("whoami", {}, headers=headers())
     assert failed(r, "auth") == "Unauthorized"
     assert reason in refusal_reason(server, r)
+
+
+def test_jwt_checks_the_audience_unless_the_policy_says_any(mcp, server):
+    """A policy without `audience` does not skip the `aud` check: it refuses
+    every token, with or without `aud`, and says why in the log. Only
+    `audience = "any"` accepts a token for any audience (or none)."""
+    for t in (token(aud=None), token(), token(aud="someone-else")):
+        r = mcp.call("whoami.noaud", {}, headers=bearer(t))
+        assert failed(r, "auth") == "Unauthorized"
+        assert "the jwt policy names no audience" in refusal_reason(server, r)
+    for t in (token(aud=None, sub="no-aud"), token(aud="someone-else", sub="no-aud")):
+        assert rows(mcp.call("whoami.anyaud", {}, headers=bearer(t))) == [{"owner": "no-aud"}]
+    # "any" skips only the audience: an empty subject is still refused.
+    r = mcp.call("whoami.anyaud", {}, headers=bearer(token(aud=None, sub="")))
+    assert "the token names no subject (sub)" in refusal_reason(server, r)
 
 
 def test_rest_auth_refusal_is_401_with_nothing_more(server):

@@ -111,7 +111,7 @@ auth = { plugin = "api-key" }
 
 [[tools]]
 name = "echo"
-auth = { plugin = "jwt" }
+auth = { plugin = "jwt", policy = { audience = "any" } }
 """
 
 
@@ -163,11 +163,11 @@ auth = {{ plugin = "api-key" }}
 
 [[tools]]
 name = "echo"
-auth = {{ plugin = "jwt" }}
+auth = {{ plugin = "jwt", policy = {{ audience = "any" }} }}
 
 [[tools]]
 name = "long.echo"
-auth = {{ plugin = "jwt-long" }}
+auth = {{ plugin = "jwt-long", policy = {{ audience = "any" }} }}
 """
 
 

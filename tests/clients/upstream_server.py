@@ -9,7 +9,8 @@ with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with), ask_name (elicits a name),
 add_tool / remove_tool (change the tool list and say so with
 notifications/tools/list_changed on that call's stream), with_meta (a result
-with its own _meta).
+with its own _meta), links (resource links a client must not follow blindly:
+javascript:, data: and one https link).
 
 Side routes for the tests (around FastMCP's app, not MCP): GET /_test/deletes
 lists the session ids DELETE /mcp was sent for; POST /_test/add/NAME adds a
@@ -155,6 +156,16 @@ def with_meta() -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="has meta")],
         _meta={"io.example/source": "upstream", "_trace_id": "from-upstream"})
+
+
+@mcp.tool()
+def links() -> types.CallToolResult:
+    """Resource links to render: two that must never become links, one that may."""
+    return types.CallToolResult(content=[
+        types.ResourceLink(type="resource_link", name="click me", uri="javascript:alert(document.domain)"),
+        types.ResourceLink(type="resource_link", name="a page", uri="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="),
+        types.ResourceLink(type="resource_link", name="the docs", uri="https://example.com/docs"),
+    ])
 
 
 DELETES = []

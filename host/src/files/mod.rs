@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use crate::config::{ArtifactsConfig, Config, UploadsConfig};
 
-pub use names::{Area, check_name, mime_type, percent_encode};
+pub use names::{Area, attachment, check_name, mime_type, percent_encode};
 pub use signed::DownloadRefusal;
 pub use store::{Entry, StoreError};
 use store::{Quota, STAGING, Store, scan};

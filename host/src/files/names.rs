@@ -99,3 +99,42 @@ pub fn percent_encode(s: &str) -> String {
     }
     out
 }
+
+/// The `Content-Disposition` of a download: always an attachment (saved,
+/// never shown in the browser's tab as a page of this origin), named by
+/// `filename*` (RFC 6266/8187: UTF-8, percent-encoded) with a plain ASCII
+/// `filename` for clients that read only that one (anything but letters,
+/// digits and `-._` becomes `_`, so no quote or separator can break out).
+pub fn attachment(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-._".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "attachment; filename=\"{ascii}\"; filename*=UTF-8''{}",
+        percent_encode(name)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attachment_names_the_file_safely_both_ways() {
+        assert_eq!(
+            attachment("report.csv"),
+            "attachment; filename=\"report.csv\"; filename*=UTF-8''report.csv"
+        );
+        assert_eq!(
+            attachment("ü \"x\";.html"),
+            "attachment; filename=\"___x__.html\"; filename*=UTF-8''%C3%BC%20%22x%22%3B.html"
+        );
+    }
+}

@@ -5,13 +5,24 @@
 //! token names a `kid` it does not know — at most once per
 //! [`MIN_REFRESH`], so tokens with made-up key ids cannot make Hangar hammer
 //! the issuer.
+//!
+//! A token check never waits for the issuer once keys are held: the keys
+//! are read from an [`ArcSwap`], and a refresh runs in the background, one
+//! at a time, while the keys held keep verifying (a fetch may take 10 s, 30 s
+//! with discovery; a slow issuer must not stall every request behind it). A
+//! token naming a `kid` not yet fetched is refused while its refresh runs.
+//! Only the very first fetch, with no keys at all, is awaited — by every
+//! caller that arrives during it, sharing that one fetch.
 
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::Jwk;
 use serde_json::Value;
-use tokio::sync::Mutex;
 
 use super::fetch::Fetcher;
 
@@ -20,7 +31,8 @@ const DEFAULT_TTL: Duration = Duration::from_secs(600);
 /// Bounds on a `max-age` taken from the issuer.
 const MIN_TTL: Duration = Duration::from_secs(60);
 const MAX_TTL: Duration = Duration::from_secs(86_400);
-/// The shortest time between two fetches caused by unknown key ids.
+/// The shortest time between two fetches (after an unknown key id, or
+/// while the issuer fails to answer an expired set's refresh).
 pub const MIN_REFRESH: Duration = Duration::from_secs(10);
 
 /// One usable verification key.
@@ -33,74 +45,140 @@ pub struct Key {
     pub alg: Option<String>,
 }
 
-struct State {
-    jwks_uri: Option<String>,
+/// The keys in use and when they expire; replaced whole by a refresh.
+#[derive(Default)]
+struct Held {
     keys: Vec<Key>,
     expires: Option<Instant>,
-    last_fetch: Option<Instant>,
+}
+
+/// A fetch in progress, awaitable by any number of callers.
+type Refresh = Shared<BoxFuture<'static, Result<(), String>>>;
+
+/// When the last fetch started, and the one running now.
+#[derive(Default)]
+struct Flight {
+    last: Option<Instant>,
+    running: Option<Refresh>,
+}
+
+struct Inner {
+    issuer: String,
+    fetcher: Fetcher,
+    /// From config, or found by discovery on the first fetch.
+    jwks_uri: OnceLock<String>,
+    held: ArcSwap<Held>,
+    /// Locked only to look at or start a fetch, never across one.
+    flight: Mutex<Flight>,
+    min_refresh: Duration,
 }
 
 /// The key cache of one issuer.
 pub struct Jwks {
-    issuer: String,
-    fetcher: Fetcher,
-    state: Mutex<State>,
+    inner: Arc<Inner>,
 }
 
 impl Jwks {
     pub fn new(issuer: &str, jwks_uri: Option<&str>) -> Jwks {
+        Jwks::with_min_refresh(issuer, jwks_uri, MIN_REFRESH)
+    }
+
+    fn with_min_refresh(issuer: &str, jwks_uri: Option<&str>, min_refresh: Duration) -> Jwks {
+        let known = OnceLock::new();
+        if let Some(uri) = jwks_uri {
+            let _ = known.set(uri.to_string());
+        }
         Jwks {
-            issuer: issuer.to_string(),
-            fetcher: Fetcher::new(),
-            state: Mutex::new(State {
-                jwks_uri: jwks_uri.map(str::to_string),
-                keys: Vec::new(),
-                expires: None,
-                last_fetch: None,
+            inner: Arc::new(Inner {
+                issuer: issuer.to_string(),
+                fetcher: Fetcher::new(),
+                jwks_uri: known,
+                held: ArcSwap::from_pointee(Held::default()),
+                flight: Mutex::new(Flight::default()),
+                min_refresh,
             }),
         }
     }
 
     /// The keys that may have signed a token with `kid`: the one with that
-    /// id, or every key when the token names none. Fetches first when the
-    /// set expired, or when `kid` is unknown and the last fetch is old enough.
-    /// One fetch at a time: concurrent callers wait for it and share it.
+    /// id, or every key when the token names none. With keys held, answers
+    /// at once from them, and starts a background refresh when the set
+    /// expired or `kid` is unknown (so an unknown `kid` gets no key now).
+    /// With none held yet, waits for the fetch every such caller shares.
     pub async fn keys_for(&self, kid: Option<&str>) -> Result<Vec<Key>, String> {
-        let mut state = self.state.lock().await;
-        let now = Instant::now();
-        let expired = state.expires.is_none_or(|e| now >= e);
-        let unknown =
-            kid.is_some_and(|k| !state.keys.iter().any(|key| key.kid.as_deref() == Some(k)));
-        let may_refresh = state
-            .last_fetch
-            .is_none_or(|t| now.duration_since(t) >= MIN_REFRESH);
-        if (expired || unknown) && may_refresh {
-            if let Err(e) = self.refresh(&mut state).await {
-                // Keys still held keep working while the issuer is away; the
-                // next attempt waits [`MIN_REFRESH`] like any other.
-                if state.keys.is_empty() {
-                    return Err(e);
-                }
-                tracing::warn!(target: "hangar::oauth", "cannot refresh the signing keys: {e}");
+        let mut held = self.inner.held.load_full();
+        if held.keys.is_empty() {
+            let Some(fetch) = self.inner.refresh_once() else {
+                return Err(
+                    "the issuer's signing keys could not be fetched (retried shortly)".into(),
+                );
+            };
+            fetch.await?;
+            held = self.inner.held.load_full();
+        } else {
+            let expired = held.expires.is_none_or(|e| Instant::now() >= e);
+            let unknown =
+                kid.is_some_and(|k| !held.keys.iter().any(|key| key.kid.as_deref() == Some(k)));
+            if expired || unknown {
+                // Not awaited: the keys held answer this token.
+                let _ = self.inner.refresh_once();
             }
-        } else if state.keys.is_empty() {
-            return Err("the issuer's signing keys could not be fetched (retried shortly)".into());
         }
-        Ok(state
+        Ok(held
             .keys
             .iter()
             .filter(|key| kid.is_none() || key.kid.as_deref() == kid)
             .cloned()
             .collect())
     }
+}
 
-    async fn refresh(&self, state: &mut State) -> Result<(), String> {
-        state.last_fetch = Some(Instant::now());
-        let uri = match &state.jwks_uri {
+impl Inner {
+    /// The fetch in progress, or a new one when the last started at least
+    /// `min_refresh` ago (`None`: too soon). A new fetch runs in its own
+    /// task, so it finishes (and its keys serve later tokens) even when
+    /// nobody waits for it.
+    fn refresh_once(self: &Arc<Inner>) -> Option<Refresh> {
+        let mut flight = self.flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = &flight.running {
+            return Some(running.clone());
+        }
+        let now = Instant::now();
+        if flight
+            .last
+            .is_some_and(|t| now.duration_since(t) < self.min_refresh)
+        {
+            return None;
+        }
+        flight.last = Some(now);
+        let inner = self.clone();
+        let fetch = async move {
+            let outcome = inner.refresh().await;
+            if let Err(e) = &outcome {
+                // Keys still held keep working while the issuer is away; the
+                // next attempt waits `min_refresh` like any other.
+                tracing::warn!(target: "hangar::oauth", "cannot refresh the signing keys: {e}");
+            }
+            inner
+                .flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .running = None;
+            outcome
+        }
+        .boxed()
+        .shared();
+        flight.running = Some(fetch.clone());
+        tokio::spawn(fetch.clone());
+        Some(fetch)
+    }
+
+    async fn refresh(&self) -> Result<(), String> {
+        let uri = match self.jwks_uri.get() {
             Some(uri) => uri.clone(),
             None => {
                 let uri = self.discover().await?;
-                state.jwks_uri = Some(uri.clone());
+                let _ = self.jwks_uri.set(uri.clone());
                 uri
             }
         };
@@ -110,8 +188,10 @@ impl Jwks {
             .max_age
             .map_or(DEFAULT_TTL, |t| t.clamp(MIN_TTL, MAX_TTL));
         tracing::info!(target: "hangar::oauth", jwks_uri = %uri, keys = keys.len(), "signing keys fetched");
-        state.keys = keys;
-        state.expires = Some(Instant::now() + ttl);
+        self.held.store(Arc::new(Held {
+            keys,
+            expires: Some(Instant::now() + ttl),
+        }));
         Ok(())
     }
 
@@ -224,5 +304,126 @@ mod tests {
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].kid.as_deref(), Some("ed"));
         assert!(parse_keys(&json!({})).is_err());
+    }
+
+    const X: &str = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+
+    /// A JWK set of Ed25519 keys named `kids` (one public key, several ids).
+    fn set(kids: &[&str]) -> Value {
+        let keys: Vec<Value> = kids
+            .iter()
+            .map(|k| json!({ "kty": "OKP", "crv": "Ed25519", "kid": k, "x": X }))
+            .collect();
+        json!({ "keys": keys })
+    }
+
+    /// A real HTTP issuer serving `keys` at `/jwks`: counts its requests,
+    /// and holds every answer while `hang` is true.
+    struct Issuer {
+        keys: Mutex<Value>,
+        fetches: std::sync::atomic::AtomicUsize,
+        hang: tokio::sync::watch::Sender<bool>,
+        delay: Duration,
+    }
+
+    impl Issuer {
+        async fn start(kids: &[&str], delay: Duration) -> (Arc<Issuer>, String) {
+            use axum::routing::get;
+            let issuer = Arc::new(Issuer {
+                keys: Mutex::new(set(kids)),
+                fetches: Default::default(),
+                hang: tokio::sync::watch::channel(false).0,
+                delay,
+            });
+            let serve = |axum::extract::State(i): axum::extract::State<Arc<Issuer>>| async move {
+                i.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(i.delay).await;
+                let _ = i.hang.subscribe().wait_for(|hang| !*hang).await;
+                axum::Json(i.keys.lock().unwrap().clone())
+            };
+            let app = axum::Router::new()
+                .route("/jwks", get(serve))
+                .with_state(issuer.clone());
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            (issuer, url)
+        }
+
+        fn fetches(&self) -> usize {
+            self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    /// `keys_for`, which must answer within a second.
+    async fn now(jwks: &Jwks, kid: &str) -> Vec<Option<String>> {
+        tokio::time::timeout(Duration::from_secs(1), jwks.keys_for(Some(kid)))
+            .await
+            .expect("answered without waiting for the issuer")
+            .unwrap()
+            .into_iter()
+            .map(|k| k.kid)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_callers_share_one_fetch() {
+        let (issuer, url) = Issuer::start(&["a"], Duration::from_millis(300)).await;
+        let jwks = Jwks::new("http://issuer.test", Some(&url));
+        let all = futures::future::join_all((0..8).map(|_| jwks.keys_for(Some("a")))).await;
+        for keys in all {
+            assert_eq!(keys.unwrap().len(), 1);
+        }
+        assert_eq!(issuer.fetches(), 1);
+        // An unknown kid soon after: the keys held answer, and no fetch
+        // starts before MIN_REFRESH.
+        for _ in 0..5 {
+            assert!(now(&jwks, "made-up").await.is_empty());
+        }
+        assert_eq!(issuer.fetches(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hanging_refresh_stalls_no_token_and_runs_once() {
+        let (issuer, url) = Issuer::start(&["a"], Duration::ZERO).await;
+        let jwks = Jwks::with_min_refresh("http://issuer.test", Some(&url), Duration::ZERO);
+        assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
+        issuer.hang.send_replace(true);
+        *issuer.keys.lock().unwrap() = set(&["a", "b"]);
+        // An unknown kid starts a refresh and is answered at once (no key);
+        // the known one keeps verifying; the refresh is not started twice.
+        assert!(now(&jwks, "b").await.is_empty());
+        for _ in 0..5 {
+            assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
+            assert!(now(&jwks, "b").await.is_empty());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(issuer.fetches(), 2);
+        // The issuer answers: the new key is there for later tokens.
+        issuer.hang.send_replace(false);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while now(&jwks, "b").await.is_empty() {
+            assert!(Instant::now() < deadline, "the refresh never landed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_expired_set_is_refreshed_behind_the_keys_it_holds() {
+        let (issuer, url) = Issuer::start(&["a"], Duration::ZERO).await;
+        let jwks = Jwks::new("http://issuer.test", Some(&url));
+        assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
+        // The set expired long ago and its refresh hangs: the old key verifies.
+        let old = jwks.inner.held.load_full();
+        jwks.inner.held.store(Arc::new(Held {
+            keys: old.keys.clone(),
+            expires: Some(Instant::now() - Duration::from_secs(1)),
+        }));
+        jwks.inner.flight.lock().unwrap().last = None;
+        issuer.hang.send_replace(true);
+        assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(issuer.fetches(), 2);
+        issuer.hang.send_replace(false);
     }
 }

@@ -50,7 +50,9 @@ fn fits(key: &Key, alg: Algorithm) -> bool {
 }
 
 /// Verifies `token` against `keys` and `config`; the principal's subject is
-/// `sub` (else `client_id`, else `azp`), its claims every claim.
+/// `sub` (else `client_id`, else `azp`), its claims every claim. A token
+/// that names no subject is refused: sessions and file areas belong to a
+/// subject, and every such token would share the empty one.
 pub fn verify(
     token: &str,
     alg: Algorithm,
@@ -72,7 +74,7 @@ pub fn verify(
     let mut last = Invalid("invalid signature".into());
     for key in candidates {
         match decode::<Map<String, Value>>(token, &key.key, &validation) {
-            Ok(data) => return Ok(principal(data.claims)),
+            Ok(data) => return principal(data.claims),
             Err(e) => {
                 last = describe(e.kind());
                 if *e.kind() != JwtError::InvalidSignature {
@@ -101,16 +103,23 @@ fn describe(kind: &JwtError) -> Invalid {
     )
 }
 
-fn principal(claims: Map<String, Value>) -> Principal {
-    let subject = ["sub", "client_id", "azp"]
-        .iter()
-        .find_map(|c| claims.get(*c).and_then(Value::as_str))
-        .unwrap_or_default()
-        .to_string();
-    Principal {
-        subject,
-        claims: Value::Object(claims),
+/// The principal of verified claims. A `sub` that is there must be a
+/// non-empty string; without one, `client_id` or `azp` names the client.
+fn principal(claims: Map<String, Value>) -> Result<Principal, Invalid> {
+    let named = |c: &str| claims.get(c).map(|v| v.as_str().unwrap_or_default());
+    let subject = match named("sub") {
+        Some(sub) => sub,
+        None => named("client_id")
+            .or_else(|| named("azp"))
+            .unwrap_or_default(),
+    };
+    if subject.is_empty() {
+        return Err(Invalid("the token names no subject (sub)".into()));
     }
+    Ok(Principal {
+        subject: subject.to_string(),
+        claims: Value::Object(claims),
+    })
 }
 
 #[cfg(test)]
@@ -198,6 +207,30 @@ mod tests {
         let mut c = good();
         c.as_object_mut().unwrap().remove("aud");
         assert!(check(c).unwrap_err().0.contains("missing"));
+    }
+
+    #[test]
+    fn a_token_without_a_subject_is_refused() {
+        let with_sub = |sub: Option<Value>, client: Option<&str>| {
+            let mut c = good();
+            let o = c.as_object_mut().unwrap();
+            o.remove("sub");
+            if let Some(sub) = sub {
+                o.insert("sub".into(), sub);
+            }
+            if let Some(client) = client {
+                o.insert("client_id".into(), json!(client));
+            }
+            check(c).map(|p| p.subject)
+        };
+        let refused = Err(Invalid("the token names no subject (sub)".into()));
+        assert_eq!(with_sub(Some(json!("")), None), refused);
+        assert_eq!(with_sub(Some(json!("")), Some("app")), refused);
+        assert_eq!(with_sub(Some(json!(42)), None), refused);
+        assert_eq!(with_sub(None, None), refused);
+        assert_eq!(with_sub(None, Some("")), refused);
+        // No `sub` at all: the client is the subject, as before.
+        assert_eq!(with_sub(None, Some("app")), Ok("app".to_string()));
     }
 
     #[test]

@@ -1,36 +1,88 @@
 //! The explorer page at `/ui` (tools, resources, prompts): one HTML file
 //! with its script and styles inline, embedded in the binary (no CDN; works
 //! offline).
+//!
+//! The page shows what tools answer, which anyone who can publish a tool or
+//! shape its result controls. So its Content-Security-Policy runs only the
+//! page's own script: each response carries a fresh nonce that the one
+//! `<script>` element names, and no `'unsafe-inline'` for scripts (a markup
+//! injection cannot add a script that runs). Styles stay inline.
 
+use axum::http::HeaderValue;
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
 const PAGE: &str = include_str!("explorer.html");
 const CONFIG_SLOT: &str = r#"/*HANGAR_CONFIG*/{"allowExecute": true}/*END*/"#;
+/// The script element's nonce in the page as written.
+const NONCE_SLOT: &str = r#"<script nonce="HANGAR_NONCE">"#;
 
 /// The page with this server's settings filled in.
 pub fn page(allow_execute: bool) -> Response {
+    // 122 random bits from a CSPRNG, as hex: fit for a CSP nonce.
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
     let config = format!(r#"/*HANGAR_CONFIG*/{{"allowExecute": {allow_execute}}}/*END*/"#);
-    let html = PAGE.replacen(CONFIG_SLOT, &config, 1);
+    let html = PAGE.replacen(CONFIG_SLOT, &config, 1).replacen(
+        NONCE_SLOT,
+        &format!(r#"<script nonce="{nonce}">"#),
+        1,
+    );
+    let csp = HeaderValue::from_str(&policy(&nonce)).expect("a hex nonce is a header value");
     (
         [
-            (CONTENT_TYPE, "text/html; charset=utf-8"),
-            (CACHE_CONTROL, "no-cache"),
-            // Only this server: the page loads nothing from elsewhere.
             (
-                CONTENT_SECURITY_POLICY,
-                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:",
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
             ),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (CONTENT_SECURITY_POLICY, csp),
         ],
         html,
     )
         .into_response()
 }
 
+/// Only this server, and only the script carrying `nonce`: the page loads
+/// nothing from elsewhere, and `data:` is allowed for images and media only.
+fn policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; \
+         img-src 'self' data:; media-src 'self' data:; object-src 'none'; base-uri 'none'; \
+         frame-ancestors 'none'"
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn the_config_slot_is_in_the_page() {
-        assert!(super::PAGE.contains(super::CONFIG_SLOT));
+    fn the_slots_are_in_the_page() {
+        assert!(PAGE.contains(CONFIG_SLOT));
+        // One script element, and it is the one the nonce goes into.
+        assert_eq!(PAGE.matches("<script").count(), 1);
+        assert!(PAGE.contains(NONCE_SLOT));
+    }
+
+    #[test]
+    fn each_page_names_its_own_nonce_and_no_inline_scripts_run() {
+        let nonce_of = |r: &Response| {
+            let csp = r.headers()[CONTENT_SECURITY_POLICY].to_str().unwrap();
+            let script_src = csp
+                .split(';')
+                .map(str::trim)
+                .find(|d| d.starts_with("script-src"))
+                .unwrap()
+                .to_string();
+            assert!(!script_src.contains("unsafe-inline"), "{script_src}");
+            script_src
+                .trim_start_matches("script-src 'nonce-")
+                .trim_end_matches('\'')
+                .to_string()
+        };
+        let (a, b) = (page(true), page(false));
+        let (na, nb) = (nonce_of(&a), nonce_of(&b));
+        assert_eq!(na.len(), 32);
+        assert_ne!(na, nb);
     }
 }

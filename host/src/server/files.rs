@@ -9,7 +9,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE,
+    X_CONTENT_TYPE_OPTIONS,
+};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
@@ -281,16 +284,18 @@ async fn download(
             return error(StatusCode::NOT_FOUND, "the artifact has expired or is gone");
         }
     };
+    // What a tool wrote is served as a file to save, never as a page of
+    // this origin: an attachment, its type taken as given (no sniffing an
+    // HTML or script out of it), and sandboxed should anything render it.
     match crate::files::read(entry.path()).await {
         Ok(bytes) => (
             [
                 (CONTENT_TYPE, entry.mime_type.clone()),
+                (CONTENT_DISPOSITION, crate::files::attachment(&entry.name)),
+                (X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
                 (
-                    CONTENT_DISPOSITION,
-                    format!(
-                        "attachment; filename*=UTF-8''{}",
-                        crate::files::percent_encode(&entry.name)
-                    ),
+                    CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; sandbox".to_string(),
                 ),
                 (CACHE_CONTROL, "private, no-store".to_string()),
             ],

@@ -24,6 +24,11 @@ use crate::config::CredentialConfig;
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A token without `expires_in` is kept this long.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+/// The longest a token is kept, whatever its `expires_in` says: a day. A
+/// larger value (even `u64::MAX`, or `1e300`) is taken as this, so a
+/// careless or hostile endpoint cannot overflow the clock or pin a token for
+/// good.
+const MAX_LIFETIME: Duration = Duration::from_secs(86_400);
 /// Largest token endpoint answer read.
 const MAX_TOKEN_RESPONSE: u64 = 64 << 10;
 
@@ -235,10 +240,48 @@ impl OAuthProvider {
             .get("access_token")
             .and_then(|t| t.as_str())
             .ok_or("token endpoint answered no access_token")?;
-        let lifetime = answer
-            .get("expires_in")
-            .and_then(|e| e.as_u64())
-            .map_or(DEFAULT_LIFETIME, Duration::from_secs);
-        Ok((token.to_string(), lifetime))
+        Ok((token.to_string(), lifetime(answer.get("expires_in"))))
+    }
+}
+
+/// How long a token is kept, from its `expires_in` (seconds: a number, or a
+/// string of one as some endpoints send): within `0..=MAX_LIFETIME`, so a
+/// negative or zero value means "fetch again next time"; none, or one that
+/// is not a number, [`DEFAULT_LIFETIME`].
+fn lifetime(expires_in: Option<&serde_json::Value>) -> Duration {
+    let secs = match expires_in {
+        Some(serde_json::Value::Number(n)) => n.as_f64(),
+        Some(serde_json::Value::String(s)) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match secs.filter(|s| s.is_finite()) {
+        None => DEFAULT_LIFETIME,
+        Some(s) if s <= 0.0 => Duration::ZERO,
+        Some(s) => Duration::from_secs_f64(s.min(MAX_LIFETIME.as_secs_f64())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expires_in_is_clamped_and_never_overflows_the_clock() {
+        let of = |v: serde_json::Value| lifetime(Some(&v));
+        assert_eq!(of(json!(3600)), Duration::from_secs(3600));
+        assert_eq!(of(json!("3600")), Duration::from_secs(3600));
+        for huge in [json!(u64::MAX), json!(1e300), json!("1e300"), json!(86_401)] {
+            assert_eq!(of(huge), MAX_LIFETIME);
+        }
+        for spent in [json!(-1), json!(i64::MIN), json!(-1e300), json!(0)] {
+            assert_eq!(of(spent), Duration::ZERO);
+        }
+        assert_eq!(of(json!("soon")), DEFAULT_LIFETIME);
+        assert_eq!(of(json!(null)), DEFAULT_LIFETIME);
+        assert_eq!(lifetime(None), DEFAULT_LIFETIME);
+        // What `token` does with the largest: no panic.
+        let until = Instant::now() + of(json!(u64::MAX));
+        assert!(until > Instant::now());
     }
 }

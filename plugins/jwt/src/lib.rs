@@ -3,10 +3,15 @@
 //! Plugin config: `hs256_secret` (at least 32 bytes: a shorter secret is
 //! refused, so HS256 tokens are then never accepted), and/or `public_key_pem`
 //! (RSA or EC public key for RS256/ES256); values may be `{{ env.VAR }}`.
-//! Policy: `issuer`, `audience`, `algorithms` (default all configured),
-//! `header` (default `authorization`, `Bearer <token>`), `leeway_secs` (default 0).
-//! `exp` is required and checked, `nbf` when present; verification is
-//! jsonwebtoken's (RustCrypto backend).
+//! Policy: `audience` (required: the `aud` tokens must carry, or `"any"` to
+//! accept any audience — a token minted for another service is otherwise
+//! good here too, so skipping the check must be written down), `issuer`,
+//! `algorithms` (default all configured), `header` (default `authorization`,
+//! `Bearer <token>`), `leeway_secs` (default 0).
+//! `exp` is required and checked, `nbf` when present; `sub` must be a
+//! non-empty string (it is the principal's subject: sessions, file areas and
+//! rate limits belong to it); verification is jsonwebtoken's (RustCrypto
+//! backend).
 
 use hangar_sdk::auth::{AuthError, Guest, Principal, RequestContext, config};
 use hangar_sdk::serde_json::{self, Value};
@@ -70,6 +75,17 @@ impl Guest for Jwt {
             .strip_prefix("Bearer ")
             .or_else(|| raw.strip_prefix("bearer "))
             .unwrap_or(raw);
+        // Before the token is looked at: a policy without an audience
+        // refuses every token rather than accept any audience by default.
+        let audience = match policy.get("audience").and_then(Value::as_str) {
+            Some("any") => None,
+            Some(aud) if !aud.is_empty() => Some(aud),
+            _ => {
+                return Err(deny(
+                    "the jwt policy names no audience: set audience = \"<expected aud>\" (or \"any\")",
+                ));
+            }
+        };
         let alg = decode_header(token)
             .map_err(|e| deny(format!("malformed token: {e}")))?
             .alg;
@@ -95,7 +111,7 @@ impl Guest for Jwt {
         if let Some(iss) = policy.get("issuer").and_then(Value::as_str) {
             validation.set_issuer(&[iss]);
         }
-        match policy.get("audience").and_then(Value::as_str) {
+        match audience {
             Some(aud) => validation.set_audience(&[aud]),
             None => validation.validate_aud = false,
         }
@@ -105,7 +121,8 @@ impl Guest for Jwt {
             .claims
             .get("sub")
             .and_then(Value::as_str)
-            .unwrap_or_default()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| deny("the token names no subject (sub)"))?
             .to_string();
         Ok(Principal {
             subject,
