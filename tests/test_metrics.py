@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Mcp
+from conftest import free_port, Mcp
 
 KEY = "alice-key-0123456789abcdef0123"
 
@@ -106,11 +106,13 @@ def test_rest_calls_are_counted_too(server):
     assert after[key] - before.get(key, 0) == 1
 
 
-def test_a_foreign_host_is_refused(server):
-    r = httpx.get(server.url + "/metrics", headers={"host": "evil.example.com"})
-    assert r.status_code == 403
-    r = httpx.get(server.url + "/metrics", headers={"origin": "http://evil.example.com"})
-    assert r.status_code == 403
+def test_any_host_may_scrape(server):
+    """A scraper dials the pod's address: /metrics answers on any Host (it
+    names nothing hidden and runs no auth check), unlike /healthz."""
+    for headers in ({"host": "10.1.2.3:8080"}, {"origin": "http://evil.example.com"}):
+        r = httpx.get(server.url + "/metrics", headers=headers)
+        assert r.status_code == 200 and "hangar_calls_total" in r.text
+        assert httpx.get(server.url + "/healthz", headers=headers).status_code == 403
 
 
 def test_metrics_off_answers_404(start_server):
@@ -120,6 +122,8 @@ def test_metrics_off_answers_404(start_server):
 
 
 HIDDEN = """
+admin_listen = "127.0.0.1:__ADMIN__"
+
 [plugins.api-key]
 config = { keys = "admin=admin-key-0123456789abcdef, user=user-key-0123456789abcdef" }
 
@@ -132,21 +136,26 @@ visible_to = { sub = ["admin"] }
 """
 
 
-def test_a_hidden_tools_series_are_shown_only_to_who_may_see_it(start_server):
-    server = start_server(plugins=("echo", "everything", "api-key"), config=HIDDEN)
+def test_a_hidden_tools_series_are_on_the_admin_listener_only(start_server):
+    admin_port = free_port()
+    server = start_server(plugins=("echo", "everything", "api-key"),
+                          config=HIDDEN.replace("__ADMIN__", str(admin_port)))
     admin = {"x-api-key": "admin-key-0123456789abcdef"}
     c = Mcp(server.url)
     c.initialize()
     assert c.call("echo", {"text": "x"}, headers=admin)["result"]["content"][0]["text"] == "x"
     assert "result" in c.call("test_simple_text", {}, headers=admin)
 
-    def tools_named(headers):
-        r = httpx.get(server.url + "/metrics", headers=headers)
+    def tools_named(url, headers):
+        r = httpx.get(url + "/metrics", headers=headers)
         assert r.status_code == 200, r.text
         return {s.labels.get("tool") for f in text_string_to_metric_families(r.text) for s in f.samples}
 
-    assert "echo" in tools_named(admin) and "test_simple_text" in tools_named(admin)
-    for who in ({}, {"x-api-key": "user-key-0123456789abcdef"}, {"x-api-key": "wrong"}):
-        seen = tools_named(who)
+    # The main listener names no hidden tool, whoever asks: it runs no auth check.
+    for who in (admin, {}, {"x-api-key": "user-key-0123456789abcdef"}, {"x-api-key": "wrong"}):
+        seen = tools_named(server.url, who)
         assert "echo" not in seen, who
         assert "test_simple_text" in seen, who
+    # The admin listener, which only operators reach, shows every series.
+    full = tools_named(f"http://127.0.0.1:{admin_port}", {})
+    assert "echo" in full and "test_simple_text" in full

@@ -42,7 +42,11 @@ statement = "{stmt}"
 """
 
 
+# Many refusals from one address on purpose; the auth_failures throttle
+# they would meet is tested in test_fail_closed.py.
 CONFIG = f"""
+auth_failures = "1000/m"
+
 [plugins.api-key]
 config = {{ keys = "alice={{{{ env.HANGAR_TEST_API_KEY }}}}, bob=other-key" }}
 

@@ -44,9 +44,18 @@ def test_tool_error_is_500_with_is_error(server):
 
 
 def test_invalid_json_body_runs_with_empty_arguments(server):
-    r = httpx.post(server.url + "/tools/test_simple_text/call", content=b"{oops")
+    r = httpx.post(server.url + "/tools/test_simple_text/call", content=b"{oops",
+                   headers={"content-type": "application/json"})
     assert r.status_code == 200
     assert r.json()["content"][0]["text"] == "This is a simple text response for testing."
+
+
+def test_a_body_that_does_not_say_json_is_415(server):
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+        headers = {"content-type": content_type} if content_type else {}
+        r = httpx.post(server.url + "/tools/test_simple_text/call", content=b"{}", headers=headers)
+        assert r.status_code == 415, (content_type, r.text)
+        assert r.json() == {"error": "the request body must be application/json (Content-Type)"}
 
 
 def test_trapping_guest_is_500_with_its_message(server):

@@ -114,7 +114,8 @@ def test_non_string_argument_is_400(server):
 
 def test_body_that_is_not_an_object_is_400(server):
     for body in (b"[1]", b"{oops", b'"a"'):
-        r = httpx.post(server.url + "/prompts/test_simple_prompt/get", content=body)
+        r = httpx.post(server.url + "/prompts/test_simple_prompt/get", content=body,
+                       headers={"content-type": "application/json"})
         assert r.status_code == 400
         assert r.json() == {"error": "the body must be a JSON object of string arguments"}
 

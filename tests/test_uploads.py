@@ -106,7 +106,7 @@ def test_uploads_need_a_session_or_a_principal(server):
     c = session(server)
     r = httpx.post(server.url + "/uploads", content=b"{}", headers={
         "mcp-session-id": c.session, "content-type": "application/json"})
-    assert r.status_code == 400 and "multipart/form-data" in r.json()["error"]
+    assert r.status_code == 415 and "multipart/form-data" in r.json()["error"]
 
 
 def test_quotas_give_clear_errors(server):

@@ -112,6 +112,23 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         cluster: hangar.loader.cluster().cloned(),
         oauth: oauth.clone(),
     });
+    let no_route_policy = policy.clone();
+    let no_route = move |headers: axum::http::HeaderMap| async move {
+        // A path that is none is answered as the routes are: 403 to a
+        // foreign Host or Origin (it says nothing of what exists), else 404.
+        match no_route_policy.check(&headers) {
+            Ok(()) => (
+                StatusCode::NOT_FOUND,
+                Json(json!({ "error": "no such route" })),
+            )
+                .into_response(),
+            Err(refusal) => (
+                StatusCode::FORBIDDEN,
+                Json(json!({ "error": format!("{refusal:?}") })),
+            )
+                .into_response(),
+        }
+    };
     let guarded = Router::new()
         .merge(rest)
         .merge(files::artifacts_router(hangar.files.clone()))
@@ -125,6 +142,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         .merge(metadata)
         .merge(guarded)
         .merge(probes::router(probes_of(hangar), false))
+        .fallback(no_route)
         .layer(DefaultBodyLimit::max(server.max_body_bytes))
         .layer(middleware::from_fn_with_state(
             proxies,
