@@ -136,18 +136,23 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         .layer(middleware::from_fn_with_state(policy.clone(), origin_guard));
     // /mcp checks the Host/Origin policy itself; /uploads is behind it here.
     let mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(policy, uploads_origin_guard));
-    let proxies = Arc::new(clients::Proxies(server.trusted_proxies.clone()));
     let router = Router::new()
         .merge(mcp_routes)
         .merge(metadata)
         .merge(guarded)
         .merge(probes::router(probes_of(hangar), false))
         .fallback(no_route)
-        .layer(DefaultBodyLimit::max(server.max_body_bytes))
-        .layer(middleware::from_fn_with_state(
+        .layer(DefaultBodyLimit::max(server.max_body_bytes));
+    // Without trusted proxies the peer is the client: no layer to pass.
+    let router = if server.trusted_proxies.is_empty() {
+        router
+    } else {
+        let proxies = Arc::new(clients::Proxies(server.trusted_proxies.clone()));
+        router.layer(middleware::from_fn_with_state(
             proxies,
             clients::real_client,
-        ));
+        ))
+    };
     (router, mcp_state)
 }
 

@@ -81,17 +81,27 @@ pub fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// The media type of a request's body, lower-case, without parameters.
-pub fn media_type(headers: &HeaderMap) -> Option<String> {
+/// The media type of a request's body, without parameters, as sent (media
+/// types compare case-insensitively: see [`is_type`]).
+pub fn media_type(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
-    let essence = value.split(';').next()?.trim().to_ascii_lowercase();
+    let essence = value.split(';').next()?.trim();
     (!essence.is_empty()).then_some(essence)
+}
+
+/// Whether the body's media type is `expected` (lower-case).
+pub fn is_type(headers: &HeaderMap, expected: &str) -> bool {
+    media_type(headers).is_some_and(|t| t.eq_ignore_ascii_case(expected))
 }
 
 /// `application/json`, or a `+json` type (`application/merge-patch+json`).
 fn is_json(headers: &HeaderMap) -> bool {
     media_type(headers).is_some_and(|t| {
-        t == "application/json" || (t.starts_with("application/") && t.ends_with("+json"))
+        let b = t.as_bytes();
+        t.eq_ignore_ascii_case("application/json")
+            || (b.len() > 17
+                && b[..12].eq_ignore_ascii_case(b"application/")
+                && b[b.len() - 5..].eq_ignore_ascii_case(b"+json"))
     })
 }
 

@@ -135,7 +135,7 @@ async fn upload(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {
-    if body::media_type(&headers).as_deref() != Some("multipart/form-data") {
+    if !body::is_type(&headers, "multipart/form-data") {
         return body::unsupported("/uploads", "multipart/form-data");
     }
     let limit = st.files.max_upload_request();
