@@ -290,3 +290,37 @@ def test_a_guest_that_changes_its_tool_list_is_listed_again_and_listeners_hear_i
     r = modern(server, "tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
     assert r["result"]["content"][0]["text"] == "test_changed_tool removed", r
     wait_for(lambda: "test_changed_tool" not in tool_names(server), 30, "the tool to be removed")
+
+
+ADMIN_KEY, USER_KEY = "admin-key-0123456789abcdef0123", "user-key-0123456789abcdef01234"
+
+PRIVATE = f"""
+[plugins.api-key]
+config = {{ keys = "admin={ADMIN_KEY},user={USER_KEY}" }}
+
+[auth]
+plugin = "api-key"
+
+[[tools]]
+name = "echo"
+visible_to = {{ sub = ["admin"] }}
+"""
+
+
+def test_a_listing_shaped_by_who_asks_is_private(start_server):
+    """With an x-api-key auth plugin and `visible_to`, a listing depends on who asks: its
+    cacheScope is never "public" (a shared cache would hand the admin's list to anyone)."""
+    s = start_server(plugins=("echo", "everything", "api-key"), config=PRIVATE)
+    params = {"_meta": meta()}
+    for method, key in (("tools/list", "tools"), ("resources/list", "resources"),
+                        ("resources/templates/list", "resourceTemplates"),
+                        ("prompts/list", "prompts")):
+        for who in ({"x-api-key": ADMIN_KEY}, {"x-api-key": USER_KEY}, {}):
+            r = httpx.post(s.url + "/mcp", headers={**headers_for(method, params), **who},
+                           content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                               "params": params})).json()
+            result = r["result"]
+            if method == "tools/list":
+                admin = who.get("x-api-key") == ADMIN_KEY
+                assert ("echo" in [t["name"] for t in result[key]]) is admin, (who, result)
+            assert result["cacheScope"] == "private", (method, who, result)

@@ -449,6 +449,16 @@ impl Catalog {
         self.order.iter().any(|t| t.stages.visible_to.is_some()) || self.offered.has_restricted()
     }
 
+    /// Whether an answer may depend on who asks: a server-wide auth check,
+    /// or any tool, resource, template or prompt with an auth stage or
+    /// `visible_to` (what is listed, and to whom, then follows the caller).
+    pub fn per_caller(&self) -> bool {
+        self.default_auth.is_some()
+            || self.has_restricted()
+            || self.order.iter().any(|t| t.stages.auth.is_some())
+            || self.offered.has_auth()
+    }
+
     /// The tools a caller with `principal` may see, in listing order.
     pub fn visible<'a>(
         &'a self,

@@ -292,6 +292,13 @@ impl Offered {
             || self.prompts.iter().any(|p| hidden(&p.access))
     }
 
+    /// Whether anything here has an auth stage of its own.
+    pub fn has_auth(&self) -> bool {
+        self.resources.iter().any(|r| r.access.auth.is_some())
+            || self.templates.iter().any(|t| t.access.auth.is_some())
+            || self.prompts.iter().any(|p| p.access.auth.is_some())
+    }
+
     /// Whether any component completes arguments.
     pub fn completes(&self) -> bool {
         let wasm_completes = |p: &Provider| match p {

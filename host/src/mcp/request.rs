@@ -18,6 +18,8 @@ use crate::pipeline::{CallContext, RequestInfo, Transport};
 pub(super) struct Modern {
     pub(super) meta: modern::RequestMeta,
     pub(super) method: String,
+    /// The catalog answers per caller (see `Catalog::per_caller`).
+    pub(super) per_caller: bool,
 }
 
 /// A request being answered.
@@ -84,9 +86,15 @@ impl Request<'_> {
         ])
     }
 
-    /// Whether the answer may depend on who asked: credentials were sent.
+    /// Whether the answer may depend on who asked, so a shared cache must
+    /// not keep it: a principal (bearer token) shaped it, credentials were
+    /// sent, or the catalog answers per caller (an auth stage or
+    /// `visible_to` anywhere, or a server-wide auth check).
     pub(super) fn private(&self) -> bool {
-        self.token.is_some() || self.headers.contains_key(axum::http::header::AUTHORIZATION)
+        const CREDENTIALS: [&str; 3] = ["authorization", "x-api-key", "cookie"];
+        self.token.is_some()
+            || self.modern.as_ref().is_some_and(|m| m.per_caller)
+            || CREDENTIALS.iter().any(|h| self.headers.contains_key(*h))
     }
 
     /// A call context for this request: trace id, session, what the auth stage sees.

@@ -49,6 +49,7 @@ pub(in crate::mcp) async fn post(
         modern: Some(Modern {
             meta,
             method: method.clone(),
+            per_caller: st.pipeline.current().catalog().per_caller(),
         }),
     };
     match method.as_str() {
