@@ -61,7 +61,13 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
             server.request_state_key.as_deref(),
             hangar.loader.cluster().cloned(),
         )
-        .with_tasks(hangar.loader.kv(), hangar.loader.cluster().is_some()),
+        .with_tasks(hangar.loader.kv(), hangar.loader.cluster().is_some())
+        .with_caps(mcp::Caps::new(
+            server.max_streams_per_client,
+            server.max_sessions_per_client,
+            server.max_subscriptions_per_session,
+            server.max_tasks_per_owner,
+        )),
     );
     // `[oauth]`: bearer tokens at the door; refused tokens count against
     // the client's `auth_failures` allowance, as refused auth checks do.

@@ -5,9 +5,23 @@
 //! Fields: `version` (the negotiated protocol version; a hash without it is
 //! no session), `owner` (the bearer token's subject, absent without one),
 //! `elicitation`, `sampling` and `roots` (`1` when the client declared them),
-//! `level` (the log level it asked for) and one `sub:<uri>` per resource
-//! subscription. Reading a session is one round trip (`HGETALL` and
-//! `PEXPIRE`, pipelined).
+//! `level` (the log level it asked for), `counted` (the count sets below it
+//! is in) and one `sub:<uri>` per resource subscription. Reading a session
+//! is one round trip (`HGETALL` and `PEXPIRE`, pipelined).
+//!
+//! Bounded: a write that would add a field to a hash holding
+//! [`FIXED_FIELDS`] + `max_subscriptions_per_session` fields adds none
+//! (the caller bounds each URI's length and the owner is a verified
+//! token's subject).
+//!
+//! Sessions per client across the cluster: each session's id is in one
+//! sorted set per key it counts under (`<prefix>:clients:ip:<addr>`,
+//! `<prefix>:clients:sub:<subject>`), scored by when it stops counting
+//! (opened + session timeout). Creating a session drops the expired members,
+//! refuses when a set holds `max_sessions_per_client`, and adds the id —
+//! one script, so replicas racing cannot pass the cap together. Ending
+//! one removes it. A session kept alive past its first timeout stops
+//! counting here (it still counts on the replica holding it).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -28,6 +42,9 @@ pub struct SessionRecord {
 }
 
 const SUB: &str = "sub:";
+
+/// Fields a session hash holds besides its subscriptions, at most.
+pub const FIXED_FIELDS: usize = 8;
 
 impl SessionRecord {
     fn fields(&self) -> Vec<(String, String)> {
@@ -78,23 +95,51 @@ impl Cluster {
         self.key(&format!("session:{id}"))
     }
 
-    /// Stores a new session for `ttl`.
+    /// Stores a new session for `ttl`, counted under each of `counted`
+    /// (see the module's doc); false (nothing stored) when one of them
+    /// holds `max` sessions already.
     pub async fn session_create(
         &self,
         id: &str,
         record: &SessionRecord,
         ttl: Duration,
-    ) -> Result<()> {
-        let key = self.session_key(id);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .del(&key)
-            .ignore()
-            .hset_multiple(&key, &record.fields())
-            .ignore()
-            .pexpire(&key, millis(ttl) as i64)
-            .ignore();
-        self.pipe(pipe).await
+        counted: &[String],
+        max: usize,
+    ) -> Result<bool> {
+        let script = redis::Script::new(
+            r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 2, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  if redis.call('ZCARD', KEYS[i]) >= max then return 0 end
+end
+for i = 2, #KEYS do
+  redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], ttl)
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"#,
+        );
+        let sets: Vec<String> = counted
+            .iter()
+            .map(|k| self.key(&format!("clients:{k}")))
+            .collect();
+        let mut invocation = script.key(self.session_key(id));
+        for set in &sets {
+            invocation.key(set);
+        }
+        invocation.arg(id).arg(millis(ttl)).arg(max);
+        for (field, value) in record.fields() {
+            invocation.arg(field).arg(value);
+        }
+        invocation.arg("counted").arg(sets.join("\n"));
+        let created: i64 = self.script(invocation).await?;
+        Ok(created == 1)
     }
 
     /// The session `id`, its TTL pushed back to `ttl`; `None` when it
@@ -112,14 +157,23 @@ impl Cluster {
     }
 
     /// Sets (`Some`) or clears (`None`) one field of a live session; a
-    /// session gone meanwhile stays gone.
-    async fn session_field(&self, id: &str, field: &str, value: Option<&str>) -> Result<()> {
+    /// session gone meanwhile stays gone, and a hash holding `max_fields`
+    /// fields gains none. Whether the field was written.
+    async fn session_field(
+        &self,
+        id: &str,
+        field: &str,
+        value: Option<&str>,
+        max_fields: usize,
+    ) -> Result<bool> {
         let key = self.session_key(id);
         let script = redis::Script::new(
             r#"
 if redis.call('HEXISTS', KEYS[1], 'version') == 0 then return 0 end
-if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1])
-else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) return 1 end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0
+  and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 "#,
         );
@@ -127,25 +181,48 @@ return 1
         invocation
             .arg(field)
             .arg(if value.is_some() { "1" } else { "" })
-            .arg(value.unwrap_or(""));
-        let _: i64 = self.script(invocation).await?;
-        Ok(())
+            .arg(value.unwrap_or(""))
+            .arg(max_fields);
+        let written: i64 = self.script(invocation).await?;
+        Ok(written == 1)
     }
 
     pub async fn session_set_level(&self, id: &str, level: &str) -> Result<()> {
-        self.session_field(id, "level", Some(level)).await
+        self.session_field(id, "level", Some(level), FIXED_FIELDS)
+            .await
+            .map(drop)
     }
 
-    pub async fn session_subscribe(&self, id: &str, uri: &str, on: bool) -> Result<()> {
+    /// Subscribes (or not) session `id` to `uri`; false when the session is
+    /// gone or holds `max` subscriptions already.
+    pub async fn session_subscribe(
+        &self,
+        id: &str,
+        uri: &str,
+        on: bool,
+        max: usize,
+    ) -> Result<bool> {
         let field = format!("{SUB}{uri}");
-        self.session_field(id, &field, on.then_some("1")).await
+        self.session_field(id, &field, on.then_some("1"), FIXED_FIELDS + max)
+            .await
     }
 
-    /// Ends the session for every replica; whether it existed.
+    /// Ends the session for every replica (and its counting against its
+    /// client's cap); whether it existed.
     pub async fn session_remove(&self, id: &str) -> Result<bool> {
-        let removed: i64 = self
-            .query(redis::cmd("DEL").arg(self.session_key(id)).clone())
-            .await?;
+        let script = redis::Script::new(
+            r#"
+local counted = redis.call('HGET', KEYS[1], 'counted')
+local removed = redis.call('DEL', KEYS[1])
+if counted then
+  for set in string.gmatch(counted, '[^\n]+') do redis.call('ZREM', set, ARGV[1]) end
+end
+return removed
+"#,
+        );
+        let mut invocation = script.key(self.session_key(id));
+        invocation.arg(id);
+        let removed: i64 = self.script(invocation).await?;
         Ok(removed > 0)
     }
 }

@@ -109,6 +109,21 @@ pub struct ServerConfig {
     /// Unset: a random key per process, so a retry must reach the same
     /// process — replicas behind a balancer must share one key.
     pub request_state_key: Option<String>,
+    /// Long-lived streams (`GET /mcp`, `subscriptions/listen`) one client
+    /// address (an IPv6 /64) may hold open at once, and one principal; one
+    /// more is refused with 429. Streams are exempt from timeouts, so
+    /// without this one client could hold every connection.
+    pub max_streams_per_client: usize,
+    /// MCP sessions one client address (an IPv6 /64), and one principal,
+    /// may hold at once; one more `initialize` is refused with 429.
+    pub max_sessions_per_client: usize,
+    /// Resource URIs one session may be subscribed to (`resources/subscribe`,
+    /// and `resourceSubscriptions` of one `subscriptions/listen`).
+    pub max_subscriptions_per_session: usize,
+    /// Tasks (2026-07-28 tasks extension) one owner — a principal, or a
+    /// client address when anonymous — may have kept at once; a task is
+    /// kept for its `ttlMs` (one hour) after it was created.
+    pub max_tasks_per_owner: u64,
 }
 
 /// One `[server] trusted_proxies` entry: an address (`10.0.0.5`) or a
@@ -190,6 +205,10 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             pinning: Pinning::default(),
             request_state_key: None,
+            max_streams_per_client: 16,
+            max_sessions_per_client: 64,
+            max_subscriptions_per_session: 256,
+            max_tasks_per_owner: 1000,
         }
     }
 }

@@ -2,6 +2,8 @@
 //! offers, client notifications (`notifications/cancelled`), and
 //! `logging/setLevel`.
 
+use std::net::SocketAddr;
+
 use axum::http::HeaderValue;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
@@ -9,16 +11,27 @@ use serde_json::{Map, Value, json};
 use super::jsonrpc::RpcError;
 use super::session::{ClientAsks, Session};
 use super::{
-    McpState, Request, SESSION_HEADER, SUPPORTED_VERSIONS, guard, replicas, reply, reply_error,
+    McpState, Request, SESSION_HEADER, SUPPORTED_VERSIONS, caps, guard, replicas, reply,
+    reply_error,
 };
 use crate::pipeline::LogLevel;
 
+/// Opens a session for `client` (and the token subject `owner`), unless
+/// either holds `max_sessions_per_client` already: then 429.
 pub(super) async fn initialize(
     st: &McpState,
     id: &Value,
     params: &Map<String, Value>,
     owner: Option<String>,
+    client: SocketAddr,
 ) -> Response {
+    let held = match st.caps.sessions.take(caps::keys(client, owner.as_deref())) {
+        Ok(held) => held,
+        Err(refusal) => {
+            tracing::info!(%client, "initialize refused: {}", refusal.message);
+            return refusal.response(id);
+        }
+    };
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let version = requested
         .filter(|v| SUPPORTED_VERSIONS.contains(v))
@@ -29,8 +42,18 @@ pub(super) async fn initialize(
             ClientAsks::from_capabilities(params.get("capabilities")),
             owner,
             version,
+            held,
+            st.caps.sessions.max(),
         )
         .await;
+    let Some(session) = session else {
+        let refusal = st
+            .caps
+            .sessions
+            .refusal("client address or principal, across the cluster");
+        tracing::info!(%client, "initialize refused: {}", refusal.message);
+        return refusal.response(id);
+    };
     let result = json!({
         "protocolVersion": version,
         "capabilities": capabilities(st),

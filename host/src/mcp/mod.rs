@@ -16,6 +16,7 @@
 
 mod asks;
 mod calls;
+mod caps;
 mod guard;
 mod jsonrpc;
 mod lifecycle;
@@ -41,6 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+pub use caps::Caps;
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
 pub use state::McpState;
 
@@ -100,7 +102,7 @@ async fn post_mcp(
         && method == "initialize"
     {
         let owner = token.as_ref().map(|t| t.0.subject.clone());
-        return Box::pin(initialize(&st, id, params, owner)).await;
+        return Box::pin(initialize(&st, id, params, owner, client)).await;
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,
@@ -173,9 +175,11 @@ async fn post_mcp(
 }
 
 /// `GET /mcp` opens the session's stream of unprompted messages (resource
-/// updates it subscribed to).
+/// updates it subscribed to); one client holds at most
+/// `max_streams_per_client` such streams (see [`caps`]).
 async fn get_mcp(
     State(st): State<Arc<McpState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Option<axum::Extension<crate::pipeline::Principal>>,
     headers: HeaderMap,
 ) -> Response {
@@ -196,11 +200,16 @@ async fn get_mcp(
     let Some(session) = st.sessions.find(id, owner).await else {
         return (StatusCode::NOT_FOUND, "Session not found").into_response();
     };
-    stream::open(
-        session.open_stream(),
-        st.pipeline.current().changes(),
-        st.sessions.clone(),
-    )
+    // The session's stream slot if it has a stream already, or a new one
+    // within the client's and principal's `max_streams_per_client`.
+    let keys = caps::keys(client, owner);
+    match session.open_stream(|| st.caps.streams.take(keys)) {
+        Ok(claim) => stream::open(claim, st.pipeline.current().changes(), st.sessions.clone()),
+        Err(refusal) => {
+            tracing::info!(%client, "GET /mcp refused: {}", refusal.message);
+            refusal.response(&Value::Null)
+        }
+    }
 }
 
 /// Ends a session.

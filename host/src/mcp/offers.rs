@@ -81,8 +81,15 @@ pub(super) async fn resources_read(st: &McpState, req: &Request<'_>) -> Response
     }
 }
 
+/// The longest URI a session may subscribe to: subscriptions are kept on
+/// the session (with `[cluster]`, in its Redis record), so they are
+/// bounded in number (`max_subscriptions_per_session`) and in length.
+const MAX_SUBSCRIBED_URI_BYTES: usize = 2048;
+
 /// `resources/subscribe`: remembered on the session; updates of the URI
-/// are sent on the session's GET stream.
+/// are sent on the session's GET stream. Only what the caller could read
+/// can be watched: a resource hidden from it (`visible_to`) answers as an
+/// unknown one, and a session holds at most `max_subscriptions_per_session`.
 pub(super) async fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Response {
     let uri = match uri_param(req) {
         Ok(uri) => uri,
@@ -94,20 +101,26 @@ pub(super) async fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Res
         ));
     };
     if on {
-        // Only what could be read can be watched.
-        if st
-            .pipeline
-            .current()
-            .catalog()
-            .offered()
-            .resolve_resource(&uri)
-            .is_err()
-        {
-            let e = CallError::resource_not_found(&uri);
-            return req.fail(&offer_error(&e, "", Some(&uri)));
+        if uri.len() > MAX_SUBSCRIBED_URI_BYTES {
+            return req.fail(&RpcError::invalid_params(format!(
+                "uri longer than {MAX_SUBSCRIBED_URI_BYTES} bytes"
+            )));
+        }
+        let mut cx = req.context(st);
+        if let Err(e) = st.pipeline.current().watchable(&uri, &mut cx).await {
+            return req.fail(&offer_error(&e, &cx.trace_id, Some(&uri)));
         }
     }
-    st.sessions.subscribe(session, &uri, on).await;
+    let max = st.caps.max_subscriptions;
+    if !st.sessions.subscribe(session, &uri, on, max).await {
+        return req.fail(&RpcError {
+            code: super::jsonrpc::SERVER_ERROR,
+            message: format!(
+                "Too many subscriptions: at most {max} per session; unsubscribe from one first"
+            ),
+            data: Some(json!({ "max_subscriptions_per_session": max })),
+        });
+    }
     req.reply(&json!({}))
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::asks::Asks;
+use super::caps::Caps;
 use super::guard::OriginPolicy;
 use super::session::{self, SessionReport, Sessions};
 use super::{modern, replicas};
@@ -32,6 +33,8 @@ pub struct McpState {
     pub(super) cluster: Option<Arc<Cluster>>,
     /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
     pub(super) tasks: Arc<modern::Tasks>,
+    /// What one client may hold open: streams, sessions, subscriptions.
+    pub(super) caps: Caps,
 }
 
 impl McpState {
@@ -75,7 +78,18 @@ impl McpState {
             closing: tokio::sync::watch::Sender::new(false),
             state_key: Arc::new(modern::StateKey::new(state_key)),
             tasks: Arc::new(modern::Tasks::new(None)),
+            caps: Caps::default(),
         }
+    }
+
+    /// What one client may hold open (`[server] max_*_per_client`), and
+    /// the tasks one owner may keep. After [`McpState::with_tasks`].
+    pub fn with_caps(mut self, caps: Caps) -> McpState {
+        if let Some(tasks) = Arc::get_mut(&mut self.tasks) {
+            tasks.keep_per_owner(caps.max_tasks);
+        }
+        self.caps = caps;
+        self
     }
 
     /// Keeps tasks in `store` (the kv store); without one no call becomes a

@@ -252,6 +252,27 @@ impl Pipeline {
         self.door.lister(auth, cx).await
     }
 
+    /// Who calls the tool `name`, before the call runs (for quotas kept per
+    /// caller, such as tasks): the bearer token's principal, or the one the
+    /// tool's auth check (the server-wide one, for a hidden tool) accepts.
+    /// `None`: anonymous — no check, or it refused (the call will say why).
+    pub async fn caller(&self, name: &str, cx: &CallContext) -> Option<Principal> {
+        if let Some(principal) = &cx.principal {
+            return Some(principal.clone());
+        }
+        let tool = self.catalog.resolve(name).ok()?;
+        let stages = &tool.stages;
+        let auth = match &stages.auth {
+            Some(auth) => auth,
+            None if stages.visible_to.is_some() => self.catalog.default_auth()?,
+            None => return None,
+        };
+        auth.plugin
+            .authenticate(name, &auth.policy, cx, &auth.limits)
+            .await
+            .ok()
+    }
+
     /// The definitions `tools/list` shows a caller, in order.
     pub fn listed<'a>(
         &'a self,

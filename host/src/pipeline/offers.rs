@@ -74,6 +74,18 @@ impl Pipeline {
         Ok(ReadResult { contents })
     }
 
+    /// Whether the caller may watch `uri` (`resources/subscribe`): what
+    /// could be read, passing its auth check and `visible_to` — without
+    /// reading it. One hidden from the caller answers exactly as one that
+    /// does not exist.
+    pub async fn watchable(&self, uri: &str, cx: &mut CallContext) -> Result<(), CallError> {
+        let resolved = self.catalog.offered().resolve_resource(uri)?;
+        self.admit(uri, resolved.access(), cx, || {
+            CallError::resource_not_found(uri)
+        })
+        .await
+    }
+
     /// Renders a prompt; a required argument that is missing is refused
     /// before the component runs.
     pub async fn get_prompt(

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
+use crate::mcp::caps::Held;
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::pipeline::{Change, List, ResourceChanges};
 
@@ -74,6 +75,12 @@ impl Filter {
             task_ids: strings("taskIds")?,
             owner: String::new(),
         })
+    }
+
+    /// The most resource URIs or task ids it watches (each is capped at
+    /// `max_subscriptions_per_session`).
+    pub fn watched(&self) -> usize {
+        self.uris.len().max(self.task_ids.len())
     }
 
     /// Whether task notifications were asked for (they need the tasks extension).
@@ -141,11 +148,13 @@ fn tagged(method: &str, mut params: Value, id: &Value) -> Bytes {
 
 /// The stream: the acknowledgement, then the changes the filter wants,
 /// keep-alive comments between, and at shutdown the closing response.
+/// `slot` (the client's stream slot) is held until the stream ends.
 pub fn open(
     id: Value,
     filter: Filter,
     changes: &ResourceChanges,
     closing: watch::Receiver<bool>,
+    slot: Held,
 ) -> Response {
     let rx = changes.subscribe();
     let ack = tagged(
@@ -154,6 +163,9 @@ pub fn open(
         &id,
     );
     let events = futures::stream::unfold(Some((rx, filter, id)), move |state| {
+        // The closure, so the stream, owns the slot: it is released when
+        // the stream is dropped (its end, or the client's going away).
+        let _held = &slot;
         let mut closing = closing.clone();
         async move {
             let (mut rx, filter, id) = state?;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::super::jsonrpc::{self, Incoming, RpcError};
 use super::super::{
-    McpState, Modern, Request, calls, capabilities, json_response, offers, tools_list,
+    McpState, Modern, Request, calls, capabilities, caps, json_response, offers, tools_list,
 };
 
 /// A modern POST: admitted (`_meta`, headers, version) and dispatched with
@@ -73,13 +73,29 @@ pub(in crate::mcp) async fn post(
             {
                 super::tasks::missing_extension(&request, "task notifications need it")
             }
+            Ok(filter) if filter.watched() > st.caps.max_subscriptions => {
+                request.fail(&RpcError::invalid_params(format!(
+                    "too many resourceSubscriptions or taskIds: at most {} each",
+                    st.caps.max_subscriptions
+                )))
+            }
             Ok(filter) => {
+                // One of the client's and principal's `max_streams_per_client`.
+                let subject = request.token.as_ref().map(|t| t.subject.as_str());
+                let slot = match st.caps.streams.take(caps::keys(client, subject)) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        tracing::info!(%client, "subscriptions/listen refused: {}", refusal.message);
+                        return refusal.response(&request.id);
+                    }
+                };
                 let filter = filter.owned_by(super::tasks::owner(&request));
                 super::listen(
                     request.id,
                     filter,
                     st.pipeline.current().changes(),
                     st.closing.subscribe(),
+                    slot,
                 )
             }
             Err(e) => request.fail(&e),

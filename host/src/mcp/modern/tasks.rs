@@ -12,9 +12,14 @@
 //! `required` tool called without the extension gets -32021 naming it.
 //!
 //! Task records live in the kv store (`[kv]`: embedded SQLite or Redis), in
-//! the host namespace `hangar/tasks`, with the task's `ttlMs` as their TTL,
-//! so they outlive a restart and any replica sharing the store answers
-//! `tasks/get`. A record names the process that runs it: a task still
+//! a host namespace per owner, `hangar/tasks/<tag>`, with the task's `ttlMs`
+//! as their TTL, so they outlive a restart and any replica sharing the
+//! store answers `tasks/get`. The owner, for this quota, is the caller's
+//! principal (the bearer token's, or the one the tool's auth check
+//! accepts), or its client address (an IPv6 /64) when anonymous; each
+//! keeps at most `[server] max_tasks_per_owner` tasks, so one filling its
+//! quota blocks no other. The task id begins with the namespace's tag
+//! (`<tag>.<uuid>`), which is how `tasks/get` finds it. A record names the process that runs it: a task still
 //! `working` whose process is gone is reported `failed` (its work was lost).
 //! Only the credentials that created a task (`Authorization`, `X-Api-Key`,
 //! the OAuth subject) see it; to anyone else it is unknown (-32602).
@@ -42,8 +47,11 @@ use crate::wasm::kv::KvStore;
 
 /// The extension's name, in capabilities.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
-/// Where task records live in the kv store.
+/// Where task records live in the kv store: `hangar/tasks/<tag>`, one
+/// namespace per owner.
 const NAMESPACE: &str = "hangar/tasks";
+/// Hex digits of an owner's tag.
+const TAG_LEN: usize = 16;
 /// Where replicas sharing the store (`[cluster]`) say they are alive: one
 /// key per process, kept fresh while it runs.
 const BOOTS: &str = "hangar/task-boots";
@@ -132,6 +140,8 @@ pub struct Tasks {
     pub(super) writing: tokio::sync::Mutex<()>,
     /// Questions of running tasks waiting for `tasks/update`.
     pub(super) waiting: super::task_input::Waiting,
+    /// Tasks one owner may have kept at once (`max_tasks_per_owner`).
+    max_per_owner: u64,
 }
 
 impl Tasks {
@@ -144,7 +154,13 @@ impl Tasks {
             running: Mutex::new(HashMap::new()),
             writing: tokio::sync::Mutex::new(()),
             waiting: Default::default(),
+            max_per_owner: crate::config::ServerConfig::default().max_tasks_per_owner,
         }
+    }
+
+    /// At most `max` tasks kept per owner.
+    pub fn keep_per_owner(&mut self, max: u64) {
+        self.max_per_owner = max.max(1);
     }
 
     /// Tasks in a store other replicas share: this process keeps a
@@ -187,19 +203,39 @@ impl Tasks {
         self.store.is_some()
     }
 
+    /// Stores `record` in its owner's namespace (named by its id), where a
+    /// new one past `max_tasks_per_owner` is refused.
     pub(super) async fn put(&self, record: &Record) -> Result<(), RpcError> {
         let store = self.store.as_ref().ok_or_else(unavailable)?;
         let bytes = serde_json::to_vec(record).expect("records serialize");
-        store
-            .host_set(NAMESPACE, &record.task_id, bytes, Some(record.ttl_ms))
-            .await
-            .map_err(|e| RpcError::new(-32603, format!("tasks: cannot store the task: {e:?}")))
+        let ns = namespace(&record.task_id)
+            .ok_or_else(|| RpcError::new(-32603, "tasks: a task id without its owner's tag"))?;
+        let (id, ttl, max) = (&record.task_id, Some(record.ttl_ms), self.max_per_owner);
+        match store.host_set_capped(&ns, id, bytes, ttl, max).await {
+            Ok(()) => Ok(()),
+            Err(crate::wasm::kv::KvError::Quota(_)) => Err(RpcError {
+                code: jsonrpc::SERVER_ERROR,
+                message: format!(
+                    "Too many tasks: at most {max} kept per caller (a task is kept for {} minutes after it was created)",
+                    TTL_MS / 60_000
+                ),
+                data: Some(json!({ "max_tasks_per_owner": max })),
+            }),
+            Err(e) => Err(RpcError::new(
+                -32603,
+                format!("tasks: cannot store the task: {e:?}"),
+            )),
+        }
     }
 
     pub(super) async fn load(&self, id: &str) -> Result<Option<Record>, RpcError> {
         let store = self.store.as_ref().ok_or_else(unavailable)?;
+        // An id without a tag is no task of this server.
+        let Some(ns) = namespace(id) else {
+            return Ok(None);
+        };
         let bytes = store
-            .host_get(NAMESPACE, id)
+            .host_get(&ns, id)
             .await
             .map_err(|e| RpcError::new(-32603, format!("tasks: cannot read the task: {e:?}")))?;
         Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
@@ -282,6 +318,32 @@ impl Tasks {
     }
 }
 
+/// The namespace of the task `id` (`<tag>.<uuid>`), from its tag.
+fn namespace(id: &str) -> Option<String> {
+    let (tag, _) = id.split_once('.')?;
+    (tag.len() == TAG_LEN && tag.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{NAMESPACE}/{tag}"))
+}
+
+/// Whose quota a new task of the tool `name` counts against: the caller's
+/// principal, or its client address when anonymous; as a tag.
+async fn quota_tag(st: &McpState, req: &Request<'_>, name: &str) -> String {
+    let principal = match &req.token {
+        Some(token) => Some(token.clone()),
+        None => {
+            let cx = req.context(st);
+            st.pipeline.current().caller(name, &cx).await
+        }
+    };
+    let who = match principal {
+        Some(p) => json!(format!("sub:{}", p.subject)),
+        None => json!(format!("ip:{}", crate::call::client_key(req.client.ip()))),
+    };
+    let mut tag = digest(&[&json!("task-quota"), &who]);
+    tag.truncate(TAG_LEN);
+    tag
+}
+
 fn unavailable() -> RpcError {
     RpcError::new(
         -32603,
@@ -348,8 +410,9 @@ pub(in crate::mcp) async fn tools_call(
 /// Stores a new task, starts the call, and answers `CreateTaskResult`.
 async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Response {
     let at = now();
+    let tag = quota_tag(st, req, name).await;
     let record = Record {
-        task_id: uuid::Uuid::new_v4().to_string(),
+        task_id: format!("{tag}.{}", uuid::Uuid::new_v4()),
         status: Status::Working,
         status_message: None,
         created_at: at.clone(),
@@ -488,6 +551,18 @@ mod tests {
         assert_eq!(wire["pollIntervalMs"], POLL_INTERVAL_MS);
         for hidden in ["owner", "boot", "result", "error", "statusMessage"] {
             assert!(wire.get(hidden).is_none(), "{hidden}");
+        }
+    }
+
+    #[test]
+    fn a_task_id_names_its_owners_namespace() {
+        let id = "0123456789abcdef.6f1c0a9e-1111-4222-8333-944445555666";
+        assert_eq!(
+            namespace(id).as_deref(),
+            Some("hangar/tasks/0123456789abcdef")
+        );
+        for foreign in ["6f1c0a9e-1111", "short.x", "0123456789abcdeg.x", ""] {
+            assert_eq!(namespace(foreign), None, "{foreign}");
         }
     }
 }

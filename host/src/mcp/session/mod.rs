@@ -22,6 +22,7 @@ use serde_json::Value;
 
 mod shared;
 
+use super::caps::Held;
 use crate::cluster::Cluster;
 use crate::pipeline::{Askable, CancelToken, LogLevel};
 
@@ -52,6 +53,15 @@ pub struct Session {
     stream_replaced: tokio::sync::Notify,
     /// Tool definitions pinned by the session's first listing (its calls carry them).
     pub pins: Arc<crate::pipeline::pins::Pins>,
+    /// The session counted against its client's and principal's caps
+    /// (`max_sessions_per_client`), released when the session is dropped.
+    /// `None` for a copy of a session another replica opened (it counts there).
+    _held: Option<Held>,
+    /// The stream slot (`max_streams_per_client`) of the session's GET
+    /// stream while one is open: a stream replacing it takes the same slot,
+    /// so a client reconnecting at its cap is not refused by its own
+    /// stream that is ending.
+    stream_slot: Mutex<Weak<Held>>,
 }
 
 /// The server-to-client requests a client declared it handles.
@@ -78,8 +88,16 @@ impl ClientAsks {
 }
 
 impl Session {
-    fn new(asks: ClientAsks, owner: Option<String>) -> Session {
-        Session::with_id(uuid::Uuid::new_v4().simple().to_string(), asks, owner)
+    fn new(asks: ClientAsks, owner: Option<String>, held: Option<Held>) -> Session {
+        let mut session = Session::with_id(uuid::Uuid::new_v4().simple().to_string(), asks, owner);
+        session._held = held;
+        session
+    }
+
+    /// This session, counted in `held`.
+    fn holding(mut self, held: Held) -> Session {
+        self._held = Some(held);
+        self
     }
 
     fn with_id(id: String, asks: ClientAsks, owner: Option<String>) -> Session {
@@ -94,6 +112,8 @@ impl Session {
             stream_gen: AtomicU64::new(0),
             stream_replaced: tokio::sync::Notify::new(),
             pins: Default::default(),
+            _held: None,
+            stream_slot: Mutex::new(Weak::new()),
         }
     }
 
@@ -106,8 +126,15 @@ impl Session {
         }
     }
 
-    pub fn subscribe(&self, uri: &str) {
-        self.subscriptions.lock().unwrap().insert(uri.to_string());
+    /// Subscribes to `uri`; false (and nothing changes) when the session
+    /// holds `max` subscriptions already.
+    pub fn subscribe(&self, uri: &str, max: usize) -> bool {
+        let mut subs = self.subscriptions.lock().unwrap();
+        if subs.len() >= max && !subs.contains(uri) {
+            return false;
+        }
+        subs.insert(uri.to_string());
+        true
     }
 
     /// False when the session was not subscribed to `uri`.
@@ -119,14 +146,32 @@ impl Session {
         self.subscriptions.lock().unwrap().contains(uri)
     }
 
-    /// Makes a new GET stream the session's current one, ending the one before.
-    pub fn open_stream(self: &Arc<Self>) -> StreamClaim {
+    /// Makes a new GET stream the session's current one, ending the one
+    /// before. Its stream slot is the one before's, if that is still held;
+    /// otherwise one from `take`, or `take`'s refusal (and the stream
+    /// before, if any, goes on).
+    pub fn open_stream<E>(
+        self: &Arc<Self>,
+        take: impl FnOnce() -> Result<Held, E>,
+    ) -> Result<StreamClaim, E> {
+        let slot = {
+            let mut kept = self.stream_slot.lock().unwrap();
+            match kept.upgrade() {
+                Some(slot) => slot,
+                None => {
+                    let slot = Arc::new(take()?);
+                    *kept = Arc::downgrade(&slot);
+                    slot
+                }
+            }
+        };
         let generation = self.stream_gen.fetch_add(1, Ordering::AcqRel) + 1;
         self.stream_replaced.notify_waiters();
-        StreamClaim {
+        Ok(StreamClaim {
             session: self.clone(),
             generation,
-        }
+            _slot: slot,
+        })
     }
 
     /// The session is gone (deleted, expired or evicted): its GET stream ends.
@@ -178,6 +223,8 @@ impl Session {
 pub struct StreamClaim {
     session: Arc<Session>,
     generation: u64,
+    /// The client's stream slot, released when the stream ends.
+    _slot: Arc<Held>,
 }
 
 impl StreamClaim {
@@ -309,9 +356,14 @@ impl Sessions {
     }
 
     /// Starts a session for the token subject `owner` (evicting one when
-    /// at the cap).
-    pub fn create(&self, asks: ClientAsks, owner: Option<String>) -> Arc<Session> {
-        let session = Arc::new(Session::new(asks, owner));
+    /// at the cap), counted in `held` against its client's caps.
+    pub fn create(
+        &self,
+        asks: ClientAsks,
+        owner: Option<String>,
+        held: Option<Held>,
+    ) -> Arc<Session> {
+        let session = Arc::new(Session::new(asks, owner, held));
         self.inner.map.insert(session.id.clone(), session.clone());
         session
     }
@@ -416,11 +468,24 @@ async fn sweep(inner: Weak<Inner>) {
 mod tests {
     use super::*;
 
+    fn open(session: &Arc<Session>) -> StreamClaim {
+        let caps = crate::mcp::caps::Caps::default();
+        let addr = "127.0.0.1:1".parse().unwrap();
+        session
+            .open_stream(|| caps.streams.take(crate::mcp::caps::keys(addr, None)))
+            .unwrap()
+    }
+
     #[test]
     fn at_the_cap_a_new_session_evicts_an_old_one_and_is_kept() {
         let sessions = Sessions::new(3, Duration::from_secs(3600));
         let ids: Vec<String> = (0..20)
-            .map(|_| sessions.create(ClientAsks::default(), None).id.clone())
+            .map(|_| {
+                sessions
+                    .create(ClientAsks::default(), None, None)
+                    .id
+                    .clone()
+            })
             .collect();
         let live = ids
             .iter()
@@ -434,10 +499,13 @@ mod tests {
     #[test]
     fn a_session_used_again_outlives_a_flood_of_new_ones() {
         let sessions = Sessions::new(50, Duration::from_secs(3600));
-        let kept = sessions.create(ClientAsks::default(), None).id.clone();
+        let kept = sessions
+            .create(ClientAsks::default(), None, None)
+            .id
+            .clone();
         for _ in 0..10 {
             for _ in 0..20 {
-                sessions.create(ClientAsks::default(), None);
+                sessions.create(ClientAsks::default(), None, None);
             }
             assert!(sessions.get(&kept, None).is_some());
         }
@@ -447,8 +515,8 @@ mod tests {
     #[test]
     fn an_idle_session_is_gone_and_its_stream_ends() {
         let sessions = Sessions::new(10, Duration::from_millis(50));
-        let session = sessions.create(ClientAsks::default(), None);
-        let claim = session.open_stream();
+        let session = sessions.create(ClientAsks::default(), None, None);
+        let claim = open(&session);
         assert!(claim.current());
         std::thread::sleep(Duration::from_millis(80));
         assert!(sessions.get(&session.id, None).is_none());
@@ -463,14 +531,20 @@ mod tests {
         let seen = ended.clone();
         let hook: OnEnd = Arc::new(move |id: &str| seen.lock().unwrap().push(id.to_string()));
         let sessions = Sessions::with_on_end(2, Duration::from_millis(50), hook);
-        let deleted = sessions.create(ClientAsks::default(), None).id.clone();
+        let deleted = sessions
+            .create(ClientAsks::default(), None, None)
+            .id
+            .clone();
         assert!(sessions.remove(&deleted, None));
-        let expired = sessions.create(ClientAsks::default(), None).id.clone();
+        let expired = sessions
+            .create(ClientAsks::default(), None, None)
+            .id
+            .clone();
         std::thread::sleep(Duration::from_millis(80));
         assert!(sessions.get(&expired, None).is_none());
         assert_eq!(*ended.lock().unwrap(), [deleted, expired]);
         for _ in 0..5 {
-            sessions.create(ClientAsks::default(), None);
+            sessions.create(ClientAsks::default(), None, None);
         }
         // At the cap of two, new sessions evicted at least three.
         assert!(ended.lock().unwrap().len() >= 5);
@@ -479,8 +553,8 @@ mod tests {
     #[test]
     fn a_deleted_session_ends_its_stream() {
         let sessions = Sessions::new(10, Duration::from_secs(60));
-        let session = sessions.create(ClientAsks::default(), None);
-        let claim = session.open_stream();
+        let session = sessions.create(ClientAsks::default(), None, None);
+        let claim = open(&session);
         assert!(sessions.remove(&session.id, None));
         assert!(!claim.current());
         assert!(!sessions.remove(&session.id, None));
@@ -490,7 +564,7 @@ mod tests {
     async fn the_sweeper_forgets_idle_sessions() {
         let sessions = Sessions::new(10, Duration::from_millis(100));
         for _ in 0..5 {
-            sessions.create(ClientAsks::default(), None);
+            sessions.create(ClientAsks::default(), None, None);
         }
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(sessions.report().open, 0);
@@ -501,7 +575,7 @@ mod tests {
     fn a_session_is_found_only_with_the_token_subject_that_opened_it() {
         let sessions = Sessions::new(10, Duration::from_secs(60));
         let id = sessions
-            .create(ClientAsks::default(), Some("alice".into()))
+            .create(ClientAsks::default(), Some("alice".into()), None)
             .id
             .clone();
         assert!(sessions.get(&id, Some("mallory")).is_none());

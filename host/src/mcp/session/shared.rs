@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{ClientAsks, Session, Sessions};
+use super::{ClientAsks, Held, Session, Sessions};
 use crate::cluster::Cluster;
 use crate::cluster::sessions::SessionRecord;
 use crate::pipeline::LogLevel;
@@ -47,31 +47,40 @@ impl Sessions {
     }
 
     /// Starts a session (see [`Sessions::create`]) that negotiated
-    /// `version`, and stores it for every replica.
+    /// `version`, counted in `held`, and stores it for every replica. With
+    /// `[cluster]`, `None` when a key of `held` has `max` sessions across
+    /// the replicas already (see `crate::cluster::sessions`).
     pub async fn open(
         &self,
         asks: ClientAsks,
         owner: Option<String>,
         version: &str,
-    ) -> Arc<Session> {
-        let session = self.create(asks, owner.clone());
-        if let Some(cluster) = &self.shared {
-            let record = SessionRecord {
-                version: version.to_string(),
-                owner,
-                elicitation: asks.elicitation,
-                sampling: asks.sampling,
-                roots: asks.roots,
-                ..SessionRecord::default()
-            };
-            if let Err(e) = cluster
-                .session_create(&session.id, &record, self.inner.ttl)
-                .await
-            {
-                tracing::warn!("session {} kept on this replica only: {e}", session.id);
-            }
+        held: Held,
+        max: usize,
+    ) -> Option<Arc<Session>> {
+        let Some(cluster) = &self.shared else {
+            return Some(self.create(asks, owner, Some(held)));
+        };
+        let session = Session::new(asks, owner.clone(), None);
+        let record = SessionRecord {
+            version: version.to_string(),
+            owner,
+            elicitation: asks.elicitation,
+            sampling: asks.sampling,
+            roots: asks.roots,
+            ..SessionRecord::default()
+        };
+        match cluster
+            .session_create(&session.id, &record, self.inner.ttl, held.keys(), max)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => tracing::warn!("session {} kept on this replica only: {e}", session.id),
         }
-        session
+        let session = Arc::new(session.holding(held));
+        self.inner.map.insert(session.id.clone(), session.clone());
+        Some(session)
     }
 
     /// The live session `id` of `owner` (see [`Sessions::get`]); with
@@ -159,17 +168,30 @@ impl Sessions {
         }
     }
 
-    /// Subscribes the session to `uri` (or ends that), for every replica.
-    pub async fn subscribe(&self, session: &Session, uri: &str, on: bool) {
+    /// Subscribes the session to `uri` (or ends that), for every replica;
+    /// false (nothing done) when it holds `max` subscriptions already.
+    pub async fn subscribe(&self, session: &Session, uri: &str, on: bool, max: usize) -> bool {
         if on {
-            session.subscribe(uri);
+            if !session.subscribe(uri, max) {
+                return false;
+            }
         } else {
             session.unsubscribe(uri);
         }
-        if let Some(cluster) = &self.shared
-            && let Err(e) = cluster.session_subscribe(&session.id, uri, on).await
-        {
-            tracing::warn!("subscription of session {} kept here only: {e}", session.id);
+        if let Some(cluster) = &self.shared {
+            match cluster.session_subscribe(&session.id, uri, on, max).await {
+                Ok(true) => {}
+                // Full in Redis (another replica subscribed meanwhile), or gone.
+                Ok(false) if on => {
+                    session.unsubscribe(uri);
+                    return false;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!("subscription of session {} kept here only: {e}", session.id)
+                }
+            }
         }
+        true
     }
 }

@@ -218,6 +218,19 @@ impl KvStore {
     }
 
     async fn set(&self, ns: &str, key: &str, value: Vec<u8>, ttl_ms: Option<u64>) -> Result<()> {
+        self.set_capped(ns, key, value, ttl_ms, self.max_keys).await
+    }
+
+    /// As `set`, with at most `max_keys` (and never more than `[kv]
+    /// max_keys`) live keys in `ns`.
+    async fn set_capped(
+        &self,
+        ns: &str,
+        key: &str,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+        max_keys: u64,
+    ) -> Result<()> {
         self.check_key(key)?;
         if value.len() > self.max_value_bytes {
             return Err(KvError::TooLarge(format!(
@@ -235,9 +248,8 @@ impl KvStore {
             }
             _ => {}
         }
-        self.backend
-            .set(ns, key, value, ttl_ms, self.max_keys)
-            .await
+        let max_keys = max_keys.clamp(1, self.max_keys);
+        self.backend.set(ns, key, value, ttl_ms, max_keys).await
     }
 
     async fn delete(&self, ns: &str, key: &str) -> Result<()> {
@@ -269,6 +281,20 @@ impl KvStore {
     ) -> Result<()> {
         debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
         self.set(ns, key, value, ttl_ms).await
+    }
+
+    /// As [`KvStore::host_set`], with at most `max_keys` live keys in `ns`
+    /// (a write adding one more fails with `quota`).
+    pub async fn host_set_capped(
+        &self,
+        ns: &str,
+        key: &str,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+        max_keys: u64,
+    ) -> Result<()> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.set_capped(ns, key, value, ttl_ms, max_keys).await
     }
 }
 
