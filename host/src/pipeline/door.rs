@@ -99,6 +99,18 @@ impl Door {
         self.checked(auth, what, cx, true).await
     }
 
+    /// Who `auth` says calls, for a quota kept per caller before the call
+    /// runs: a throttled client is not checked, and a refusal is not
+    /// counted (the call that follows runs the check and counts it).
+    pub async fn identify(
+        &self,
+        auth: &AuthStage,
+        what: &str,
+        cx: &CallContext,
+    ) -> Option<Principal> {
+        self.checked(auth, what, cx, false).await.ok()
+    }
+
     async fn checked(
         &self,
         auth: &AuthStage,

@@ -267,10 +267,9 @@ impl Pipeline {
             None if stages.visible_to.is_some() => self.catalog.default_auth()?,
             None => return None,
         };
-        auth.plugin
-            .authenticate(name, &auth.policy, cx, &auth.limits)
-            .await
-            .ok()
+        // Through the door (a throttled client is not checked), uncounted:
+        // the call that follows counts its own refusal.
+        self.door.identify(auth, name, cx).await
     }
 
     /// The definitions `tools/list` shows a caller, in order.
