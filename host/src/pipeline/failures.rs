@@ -71,7 +71,8 @@ impl AuthFailures {
                     self.throttled_total.fetch_add(1, Ordering::Relaxed);
                     Err(until - now)
                 } else {
-                    self.blocked.remove(&key);
+                    // Kept: a client let out of a block is on probation
+                    // (see `failed`).
                     Ok(())
                 }
             }
@@ -118,19 +119,32 @@ impl AuthFailures {
             self.counted.retain_recent();
             self.counted.shrink_to_fit();
         }
-        let spent = if self.limit.calls.get() == 1 {
+        let period = Duration::from_secs(if self.limit.per_minute { 60 } else { 1 });
+        let refill = period / self.limit.calls.get();
+        // A client whose block ended less than a period ago is on probation:
+        // it was let out for one try per refill, and failing it blocks it
+        // again (else the cell that refilled would let a second try through).
+        let now = Instant::now();
+        let on_probation = self
+            .blocked
+            .get(&key)
+            .is_some_and(|until| now < until + period);
+        let counted = if self.limit.calls.get() == 1 {
             // No cell to hold: every failure spends the allowance.
-            let period = Duration::from_secs(if self.limit.per_minute { 60 } else { 1 });
-            Some(period)
+            Err(refill)
         } else {
             self.counted
                 .check_key(&key)
-                .err()
-                .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+                .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+        };
+        let spent = match counted {
+            Err(wait) => Some(wait.max(if on_probation { refill } else { Duration::ZERO })),
+            Ok(()) if on_probation => Some(refill),
+            Ok(()) => None,
         };
         if let Some(wait) = spent {
             tracing::warn!(target: "hangar::auth", client = %key, "too many failed authentications; refusing for {wait:?}");
-            self.blocked.insert(key, Instant::now() + wait);
+            self.blocked.insert(key, now + wait);
         }
     }
 }
@@ -195,6 +209,12 @@ mod tests {
             assert!(f.admit(Some(a)).is_err(), "{limit}");
             std::thread::sleep(Duration::from_millis(1100));
             assert!(f.admit(Some(a)).is_ok(), "{limit}");
+            // One try per refill: failing it blocks the client again.
+            f.failed(Some(a));
+            assert!(
+                f.admit(Some(a)).is_err(),
+                "{limit}: a second try after the refill"
+            );
         }
     }
 }
