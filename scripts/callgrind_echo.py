@@ -1,0 +1,49 @@
+"""Instructions per MCP echo call, counted by callgrind: one server under
+valgrind (max_instances = 2: valgrind cannot reserve a larger pool), 300
+calls of warm-up on one connection, counters zeroed, 2000 calls, dumped.
+  python3 scripts/callgrind_echo.py HANGAR_BIN TAG     (output in /tmp/cg/TAG)
+Repeatable to the instruction for the same binary, whatever else runs."""
+import http.client, json, os, subprocess, sys, time, glob, shutil
+binary, tag = sys.argv[1], sys.argv[2]
+work = f"/tmp/cg/{tag}"
+shutil.rmtree(work, ignore_errors=True); os.makedirs(work + "/plugins")
+shutil.copy(os.path.join(os.path.dirname(__file__), "..", "plugins", "echo.wasm"), work + "/plugins/echo.wasm")
+open(work + "/h.toml", "w").write('[server]\ncache_dir = "/tmp/cg/cache"\nmax_instances = 2\n')
+port = 18000 + (hash(tag) % 1000)
+env = {**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1"}
+args = [binary, "serve", "--config", work + "/h.toml", "--listen", f"127.0.0.1:{port}", "--plugins", work + "/plugins"]
+# warm the compiled cache without valgrind
+p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def up():
+    for _ in range(6000):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5); c.request("GET", "/livez"); c.getresponse().read(); return
+        except Exception:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5); c.request("GET", "/healthz"); c.getresponse().read(); return
+            except Exception: time.sleep(0.05)
+    raise SystemExit("not up")
+up(); p.terminate(); p.wait()
+out = f"{work}/cg.out"
+p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + args, env=env,
+                     stdout=subprocess.DEVNULL, stderr=open(work + "/vg.log", "w"))
+up()
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hello"}}})
+h = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+def calls(n):
+    for _ in range(n):
+        c.request("POST", "/mcp", body, h); r = c.getresponse(); d = r.read(); assert b'"result"' in d, d
+calls(300)
+subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+calls(2000)
+subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+time.sleep(1)
+p.terminate(); p.wait(60)
+parts = sorted(glob.glob(out + ".*"))
+best = None
+for f in parts:
+    for line in open(f, errors="replace"):
+        if line.startswith("totals:"):
+            best = (f, int(line.split()[1]))
+print(tag, best, "per call", best[1] / 2000 if best else None)
