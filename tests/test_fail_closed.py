@@ -347,3 +347,15 @@ auth = {{ plugin = "api-key" }}
                         headers={"x-forwarded-for": f"198.51.100.{i}", "x-api-key": "bad"}).status_code
              for i in range(12)]
     assert codes == [401] * 10 + [429] * 2, codes
+
+
+def test_readyz_is_503_while_the_cluster_redis_is_unreachable(start_server):
+    """A replica that cannot reach the shared Redis is alive but not ready:
+    a balancer reading status codes takes it out of rotation."""
+    dead = free_port()
+    s = start_server(plugins=("echo",), config=f'\n[cluster]\nredis = "redis://127.0.0.1:{dead}"\n'
+                                                 'prefix = "hangar-readyz-test"\n')
+    assert httpx.get(f"{s.url}/livez").json() == {"status": "ok"}
+    r = httpx.get(f"{s.url}/readyz", headers={"host": "10.0.0.9:8080"}, timeout=30)
+    assert r.status_code == 503, r.text
+    assert r.json() == {"status": "not ready", "waiting_for": ["cluster redis unreachable"]}

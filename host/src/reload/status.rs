@@ -147,3 +147,25 @@ impl Drop for Rebuilding<'_> {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rebuild_is_running_until_its_guard_drops_however_it_ends() {
+        let status = ReloadStatus::default();
+        assert!(!status.rebuilding());
+        {
+            let _running = status.rebuild_started();
+            assert!(status.rebuilding());
+        }
+        assert!(!status.rebuilding());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _running = status.rebuild_started();
+            panic!("a rebuild that fails hard");
+        }));
+        assert!(caught.is_err());
+        assert!(!status.rebuilding());
+    }
+}
