@@ -128,11 +128,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
                 Json(json!({ "error": "no such route" })),
             )
                 .into_response(),
-            Err(refusal) => (
-                StatusCode::FORBIDDEN,
-                Json(json!({ "error": format!("{refusal:?}") })),
-            )
-                .into_response(),
+            Err(refusal) => foreign(refusal),
         }
     };
     let guarded = Router::new()
@@ -253,10 +249,15 @@ async fn origin_guard(
 ) -> Response {
     match policy.check(req.headers()) {
         Ok(()) => next.run(req).await,
-        Err(refusal) => (
-            StatusCode::FORBIDDEN,
-            Json(json!({ "error": format!("{refusal:?}") })),
-        )
-            .into_response(),
+        Err(refusal) => foreign(refusal),
     }
+}
+
+/// The 403 a request from a Host or Origin that is not allowed gets.
+fn foreign(refusal: impl std::fmt::Debug) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Json(json!({ "error": format!("{refusal:?}") })),
+    )
+        .into_response()
 }
