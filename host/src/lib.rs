@@ -16,6 +16,7 @@ pub mod loader;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod outbound;
 pub mod pipeline;
 pub mod reload;
 pub mod rest;

@@ -95,6 +95,12 @@ impl Loader {
     }
 
     /// The replicas' shared Redis, when `[cluster]` is set.
+    /// The TLS roots of the host's own outbound requests (upstreams, the
+    /// OAuth issuer): the system's plus `[http] extra_ca`, as guests trust.
+    pub fn outbound_tls(&self) -> rustls::ClientConfig {
+        (**self.client.tls()).clone()
+    }
+
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.cluster.as_ref()
     }

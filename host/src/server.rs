@@ -72,7 +72,11 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     // `[oauth]`: bearer tokens at the door; refused tokens count against
     // the client's `auth_failures` allowance, as refused auth checks do.
     let oauth = hangar.config.oauth.as_ref().map(|config| {
-        crate::oauth::ResourceServer::new(config, hangar.pipeline.current().door().clone())
+        crate::oauth::ResourceServer::new(
+            config,
+            hangar.pipeline.current().door().clone(),
+            hangar.loader.outbound_tls(),
+        )
     });
     let door = |router: Router, closed: bool| match &oauth {
         Some(rs) if closed => crate::oauth::protect(router, rs),

@@ -16,6 +16,7 @@ use serde::Deserialize;
 /// headers = { authorization = "Bearer {{ env.WEATHER_TOKEN }}" }
 /// timeout = "10s"
 /// tools = ["forecast", "alerts"]
+/// max_response_bytes = 8388608
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +32,11 @@ pub struct UpstreamConfig {
     /// How long one request (a call included) may take.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// The most one answer may hold (a JSON body, or an SSE stream up to
+    /// the answer, notifications included), counted as it arrives: past it
+    /// the call fails and nothing more is read.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
     /// Only these of its tools (names as the upstream gives them) join the catalog.
     pub tools: Option<Vec<String>>,
     /// How often its tool list is fetched again (`0s` = only on its
@@ -47,6 +53,10 @@ pub struct UpstreamConfig {
 
 fn default_timeout() -> Duration {
     Duration::from_secs(30)
+}
+
+fn default_max_response_bytes() -> usize {
+    8 << 20
 }
 
 fn default_refresh() -> Duration {
@@ -84,6 +94,7 @@ pub struct ResolvedUpstream {
     pub prefix: String,
     pub headers: http::HeaderMap,
     pub timeout: Duration,
+    pub max_response_bytes: usize,
     pub tools: Option<Vec<String>>,
     pub refresh: Duration,
     pub breaker_failures: u32,
@@ -127,6 +138,9 @@ impl UpstreamConfig {
         if self.timeout.is_zero() {
             return Err(fail("timeout must be more than 0s".into()));
         }
+        if self.max_response_bytes < 1024 {
+            return Err(fail("max_response_bytes must be at least 1024".into()));
+        }
         if self.breaker_failures == 0 {
             return Err(fail("breaker_failures must be at least 1".into()));
         }
@@ -144,6 +158,7 @@ impl UpstreamConfig {
             prefix,
             headers,
             timeout: self.timeout,
+            max_response_bytes: self.max_response_bytes,
             tools: self.tools.clone(),
             refresh: self.refresh,
             breaker_failures: self.breaker_failures,

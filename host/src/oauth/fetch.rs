@@ -1,29 +1,24 @@
 //! `get_json`: one bounded HTTP(S) GET for the authorization server's
-//! metadata and keys — TCP, rustls with the system roots, HTTP/1.1 with
-//! hyper. Owned here (not the guests' `HttpClient`) because these requests
-//! are the host's own: no grants, no per-call budget, a fixed size cap.
+//! metadata and keys. These requests are the host's own (no grants, no
+//! per-call budget), so they go out as upstream requests do, under
+//! `crate::outbound`'s policy: the system roots plus `[http] extra_ca`,
+//! proxies from the environment, redirects only within the origin, and a
+//! fixed size cap read as the body arrives.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+
+use crate::outbound::{self, BodyError, CappedBody};
 
 /// Largest metadata or key set read.
 const MAX_BYTES: usize = 1 << 20;
 /// Connect, send and read, all together.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
-/// The TLS settings of the resource server's own requests.
+/// The client of the resource server's own requests.
 pub struct Fetcher {
-    tls: Arc<rustls::ClientConfig>,
+    http: reqwest::Client,
 }
 
 /// A successful answer: its JSON and how long it may be kept (`max-age`).
@@ -33,18 +28,10 @@ pub struct Fetched {
 }
 
 impl Fetcher {
-    pub fn new() -> Fetcher {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    /// `tls`: the roots HTTPS issuers are verified against.
+    pub fn new(tls: rustls::ClientConfig) -> Fetcher {
         Fetcher {
-            tls: Arc::new(config),
+            http: outbound::client(tls, TIMEOUT),
         }
     }
 
@@ -57,64 +44,53 @@ impl Fetcher {
     }
 
     async fn get(&self, url: &str) -> Result<Fetched, String> {
-        let uri: http::Uri = url.parse().map_err(|e| format!("bad URL: {e}"))?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err("not an http(s) URL".into()),
-        };
-        let host = uri.host().ok_or("no host")?.to_string();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let tcp = TcpStream::connect((bare, port))
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = tcp.set_nodelay(true);
-        let stream: Box<dyn Stream> = if https {
-            let name = ServerName::try_from(bare.to_string()).map_err(|e| e.to_string())?;
-            let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-            Box::new(
-                connector
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            )
-        } else {
-            Box::new(tcp)
-        };
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        let conn = tokio::spawn(conn);
-        let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
-        let request = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-            .header(http::header::HOST, authority)
-            .header(http::header::ACCEPT, "application/json")
-            .body(Empty::<bytes::Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await;
-        let outcome = async {
-            let response = response.map_err(|e| e.to_string())?;
-            if response.status() != http::StatusCode::OK {
-                return Err(format!("status {}", response.status()));
-            }
-            let max_age = response
-                .headers()
-                .get(http::header::CACHE_CONTROL)
-                .and_then(|v| v.to_str().ok())
-                .and_then(max_age);
-            let body = Limited::new(response.into_body(), MAX_BYTES)
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            let json = serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))?;
-            Ok(Fetched { json, max_age })
+        let uri: reqwest::Url = url.parse().map_err(|e| format!("bad URL: {e}"))?;
+        if !matches!(uri.scheme(), "http" | "https") {
+            return Err("not an http(s) URL".into());
         }
-        .await;
-        conn.abort();
-        outcome
+        let response = self
+            .http
+            .get(uri)
+            .header(http::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| describe(&e))?;
+        if response.status() != http::StatusCode::OK {
+            return Err(format!("status {}", response.status()));
+        }
+        let max_age = response
+            .headers()
+            .get(http::header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .and_then(max_age);
+        let body = CappedBody::new(response, MAX_BYTES)
+            .map_err(body_error)?
+            .bytes()
+            .await
+            .map_err(body_error)?;
+        let json = serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))?;
+        Ok(Fetched { json, max_age })
     }
+}
+
+fn body_error(e: BodyError) -> String {
+    match e {
+        BodyError::TooLarge { limit } => format!("longer than {}", outbound::size(limit)),
+        BodyError::Broken(e) => describe(&e),
+    }
+}
+
+/// A transport error with its causes (TLS, connection refused), as the
+/// URL it names is the operator's own configuration.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// `max-age=N` of a Cache-Control value.

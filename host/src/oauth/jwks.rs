@@ -79,11 +79,17 @@ pub struct Jwks {
 }
 
 impl Jwks {
-    pub fn new(issuer: &str, jwks_uri: Option<&str>) -> Jwks {
-        Jwks::with_min_refresh(issuer, jwks_uri, MIN_REFRESH)
+    /// `tls`: the roots an `https://` issuer is verified against.
+    pub fn new(issuer: &str, jwks_uri: Option<&str>, tls: rustls::ClientConfig) -> Jwks {
+        Jwks::with_min_refresh(issuer, jwks_uri, tls, MIN_REFRESH)
     }
 
-    fn with_min_refresh(issuer: &str, jwks_uri: Option<&str>, min_refresh: Duration) -> Jwks {
+    fn with_min_refresh(
+        issuer: &str,
+        jwks_uri: Option<&str>,
+        tls: rustls::ClientConfig,
+        min_refresh: Duration,
+    ) -> Jwks {
         let known = OnceLock::new();
         if let Some(uri) = jwks_uri {
             let _ = known.set(uri.to_string());
@@ -91,7 +97,7 @@ impl Jwks {
         Jwks {
             inner: Arc::new(Inner {
                 issuer: issuer.to_string(),
-                fetcher: Fetcher::new(),
+                fetcher: Fetcher::new(tls),
                 jwks_uri: known,
                 held: ArcSwap::from_pointee(Held::default()),
                 flight: Mutex::new(Flight::default()),
@@ -274,6 +280,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn tls() -> rustls::ClientConfig {
+        (**crate::wasm::http::HttpClient::new(None).unwrap().tls()).clone()
+    }
+
     #[test]
     fn metadata_urls_cover_oidc_and_rfc8414() {
         assert_eq!(
@@ -369,7 +379,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_first_callers_share_one_fetch() {
         let (issuer, url) = Issuer::start(&["a"], Duration::from_millis(300)).await;
-        let jwks = Jwks::new("http://issuer.test", Some(&url));
+        let jwks = Jwks::new("http://issuer.test", Some(&url), tls());
         let all = futures::future::join_all((0..8).map(|_| jwks.keys_for(Some("a")))).await;
         for keys in all {
             assert_eq!(keys.unwrap().len(), 1);
@@ -386,7 +396,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hanging_refresh_stalls_no_token_and_runs_once() {
         let (issuer, url) = Issuer::start(&["a"], Duration::ZERO).await;
-        let jwks = Jwks::with_min_refresh("http://issuer.test", Some(&url), Duration::ZERO);
+        let jwks = Jwks::with_min_refresh("http://issuer.test", Some(&url), tls(), Duration::ZERO);
         assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
         issuer.hang.send_replace(true);
         *issuer.keys.lock().unwrap() = set(&["a", "b"]);
@@ -411,7 +421,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_expired_set_is_refreshed_behind_the_keys_it_holds() {
         let (issuer, url) = Issuer::start(&["a"], Duration::ZERO).await;
-        let jwks = Jwks::new("http://issuer.test", Some(&url));
+        let jwks = Jwks::new("http://issuer.test", Some(&url), tls());
         assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
         // The set expired long ago and its refresh hangs: the old key verifies.
         let old = jwks.inner.held.load_full();

@@ -58,9 +58,15 @@ pub enum Refusal {
 }
 
 impl ResourceServer {
-    pub fn new(config: &OAuthConfig, door: Arc<Door>) -> Arc<ResourceServer> {
+    /// `tls`: the roots the issuer's HTTPS is verified against (the system
+    /// roots plus `[http] extra_ca`, as for upstreams).
+    pub fn new(
+        config: &OAuthConfig,
+        door: Arc<Door>,
+        tls: rustls::ClientConfig,
+    ) -> Arc<ResourceServer> {
         Arc::new(ResourceServer {
-            jwks: jwks::Jwks::new(&config.issuer, config.jwks_uri.as_deref()),
+            jwks: jwks::Jwks::new(&config.issuer, config.jwks_uri.as_deref(), tls),
             metadata_url: metadata::url(&config.resource),
             config: config.clone(),
             door,

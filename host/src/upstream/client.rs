@@ -11,9 +11,13 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::sse::SseParser;
+use crate::outbound::{self, BodyError, CappedBody};
 
-/// The protocol version asked for; the server's answer is used after.
-const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The protocol version asked for first; the server's answer is used after.
+const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The versions this client speaks, newest first. A server that refuses
+/// the newest at `initialize` is asked once more with the next.
+const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
 /// What the wire failed with. Messages never carry the URL or headers.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +32,9 @@ pub enum WireError {
     Status(u16),
     /// An answer that is not MCP (a 4xx, bad JSON, no answer in the stream).
     Protocol(String),
+    /// An answer longer than the upstream's `max_response_bytes`: what was
+    /// read is dropped and the connection closed.
+    TooLarge(usize),
 }
 
 impl WireError {
@@ -48,6 +55,11 @@ impl std::fmt::Display for WireError {
             WireError::SessionExpired => f.write_str("session expired"),
             WireError::Status(code) => write!(f, "answered HTTP {code}"),
             WireError::Protocol(why) => write!(f, "answered no MCP: {why}"),
+            WireError::TooLarge(limit) => write!(
+                f,
+                "answered more than {} (max_response_bytes)",
+                outbound::size(*limit)
+            ),
         }
     }
 }
@@ -75,6 +87,7 @@ pub struct Client {
     url: String,
     headers: HeaderMap,
     timeout: Duration,
+    max_response_bytes: usize,
 }
 
 /// Called with each notification (or request from the server) that comes
@@ -82,43 +95,64 @@ pub struct Client {
 pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
 
 impl Client {
-    /// A client kept for the upstream's life (its connections are reused);
-    /// `https://` URLs are verified with `tls` (the system roots plus
-    /// `[http] extra_ca`).
+    /// A client kept for the upstream's life (its connections are reused),
+    /// under the host's outbound policy (`crate::outbound`): `https://` URLs
+    /// verified with `tls` (the system roots plus `[http] extra_ca`),
+    /// proxies from the environment, redirects only within the origin, and
+    /// no answer longer than `max_response_bytes` read.
     pub fn new(
         url: &http::Uri,
         headers: HeaderMap,
         timeout: Duration,
+        max_response_bytes: usize,
         tls: rustls::ClientConfig,
     ) -> Client {
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .tcp_nodelay(true)
-            .no_proxy()
-            .tls_backend_preconfigured(tls)
-            .build()
-            .expect("a client with a rustls config and no proxy always builds");
         Client {
-            http,
+            http: outbound::client(tls, timeout),
             url: url.to_string(),
             headers,
             timeout,
+            max_response_bytes,
         }
     }
 
     /// Opens a session, declaring `capabilities` (what the client behind
-    /// it can be asked).
+    /// it can be asked). The newest protocol version is asked for; a server
+    /// that answers with an older one we speak gets that one, and a server
+    /// that refuses the newest outright (a JSON-RPC error or a 400, as some
+    /// older servers do) is asked once more with the next.
     pub async fn initialize(
         &self,
         capabilities: Value,
         traceparent: Option<&str>,
     ) -> Result<Handshake, WireError> {
+        let first = self
+            .initialize_as(PROTOCOL_VERSION, &capabilities, traceparent)
+            .await;
+        let handshake = match first {
+            Err(WireError::Protocol(_)) => {
+                self.initialize_as(SUPPORTED_VERSIONS[1], &capabilities, traceparent)
+                    .await?
+            }
+            other => other?,
+        };
+        self.notify(&handshake, "notifications/initialized", json!({}))
+            .await?;
+        Ok(handshake)
+    }
+
+    async fn initialize_as(
+        &self,
+        version: &str,
+        capabilities: &Value,
+        traceparent: Option<&str>,
+    ) -> Result<Handshake, WireError> {
         let fresh = Handshake {
             session_id: None,
-            protocol_version: PROTOCOL_VERSION.to_string(),
+            protocol_version: version.to_string(),
         };
         let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": version,
             "capabilities": capabilities,
             "clientInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
         });
@@ -133,17 +167,21 @@ impl Client {
             }
             None => return Err(WireError::Protocol("initialize got no answer".into())),
         };
-        let handshake = Handshake {
-            session_id,
-            protocol_version: result
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or(PROTOCOL_VERSION)
-                .to_string(),
+        let agreed = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(version);
+        let Some(agreed) = SUPPORTED_VERSIONS.iter().find(|v| **v == agreed) else {
+            // We must not speak a revision we do not know (the spec: the
+            // client disconnects). Said without the server's text.
+            return Err(WireError::Protocol(
+                "initialize agreed to a protocol version this client does not speak".into(),
+            ));
         };
-        self.notify(&handshake, "notifications/initialized", json!({}))
-            .await?;
-        Ok(handshake)
+        Ok(Handshake {
+            session_id,
+            protocol_version: agreed.to_string(),
+        })
     }
 
     /// Sends a request and waits for its answer; notifications that come
@@ -287,13 +325,20 @@ impl Client {
         if let Some(tp) = traceparent {
             request = request.header("traceparent", tp);
         }
-        let mut response = request.send().await.map_err(unreachable)?;
+        let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
         if status == http::StatusCode::NOT_FOUND && session.session_id.is_some() {
             return Err(WireError::SessionExpired);
         }
         if status.is_server_error() {
             return Err(WireError::Status(status.as_u16()));
+        }
+        if status.is_redirection() {
+            // Only 307/308 within the origin are followed (`crate::outbound`):
+            // the configured headers must not go where the operator did not say.
+            return Err(WireError::Protocol(format!(
+                "HTTP {status}: a redirect elsewhere, not followed"
+            )));
         }
         if !status.is_success() {
             return Err(WireError::Protocol(format!("HTTP {status}")));
@@ -311,14 +356,15 @@ impl Client {
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = CappedBody::new(response, self.max_response_bytes).map_err(too_large)?;
         if !sse {
-            let bytes = response.bytes().await.map_err(unreachable)?;
+            let bytes = body.bytes().await.map_err(too_large)?;
             let message: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| WireError::Protocol(format!("bad JSON: {e}")))?;
             return Ok((answer_to(&message, id), session_id));
         }
         let mut parser = SseParser::default();
-        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+        while let Some(chunk) = body.chunk().await.map_err(too_large)? {
             for data in parser.feed(&chunk) {
                 let Ok(message) = serde_json::from_str::<Value>(&data) else {
                     continue;
@@ -349,6 +395,14 @@ fn answer_to(message: &Value, id: u64) -> Option<Reply> {
     Some(Reply::Result(
         message.get("result").cloned().unwrap_or(Value::Null),
     ))
+}
+
+/// A body that could not be read under the cap.
+fn too_large(e: BodyError) -> WireError {
+    match e {
+        BodyError::TooLarge { limit } => WireError::TooLarge(limit),
+        BodyError::Broken(e) => unreachable(e),
+    }
 }
 
 /// A transport error, described without the URL (it may hold secrets).

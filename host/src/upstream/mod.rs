@@ -62,7 +62,13 @@ impl Upstream {
         changes: Arc<ToolChanges>,
         tls: rustls::ClientConfig,
     ) -> Arc<Upstream> {
-        let client = Client::new(&config.url, config.headers.clone(), config.timeout, tls);
+        let client = Client::new(
+            &config.url,
+            config.headers.clone(),
+            config.timeout,
+            config.max_response_bytes,
+            tls,
+        );
         Arc::new(Upstream {
             name: config.name.clone(),
             breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),

@@ -4,6 +4,12 @@
 //! fields (`event`, `id`, `retry`) and comments are skipped.
 
 /// Bytes received so far that do not yet end an event.
+///
+/// Each byte is looked at once: a chunk is scanned from where the last one
+/// stopped, and the events it completes are cut off together, so a large
+/// answer in many small chunks (or many events in one chunk) costs time in
+/// proportion to its size. How much it may hold is the caller's cap on the
+/// whole body.
 #[derive(Debug, Default)]
 pub struct SseParser {
     buf: Vec<u8>,
@@ -12,30 +18,31 @@ pub struct SseParser {
 impl SseParser {
     /// Takes one chunk; returns the data of every event it completed.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<String> {
+        // Where scanning resumes: the last old byte may be the first `\n`
+        // of a blank line the new chunk completes.
+        let resume = self.buf.len().saturating_sub(1);
         // `\r\n` and `\n` both end a line (a lone `\r`, which no MCP server
         // sends, is not supported).
         self.buf.extend(chunk.iter().filter(|&&b| b != b'\r'));
         let mut events = Vec::new();
-        while let Some(end) = blank_line(&self.buf) {
-            let block: Vec<u8> = self.buf.drain(..end.1).collect();
-            if let Some(data) = data_of(&block[..end.0]) {
+        let mut start = 0;
+        let mut from = resume;
+        while let Some(at) = blank_line(&self.buf[from..]) {
+            let end = from + at;
+            if let Some(data) = data_of(&self.buf[start..end]) {
                 events.push(data);
             }
+            start = end + 2;
+            from = start;
         }
+        self.buf.drain(..start);
         events
     }
 }
 
-/// Where the first event ends: (its length, where the next begins).
-fn blank_line(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
-    while i + 1 < buf.len() {
-        if buf[i] == b'\n' && buf[i + 1] == b'\n' {
-            return Some((i, i + 2));
-        }
-        i += 1;
-    }
-    None
+/// Where the first blank line (`\n\n`) in `buf` starts.
+fn blank_line(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\n\n")
 }
 
 /// The joined `data:` lines of one event, if it has any.
@@ -72,5 +79,22 @@ mod tests {
         );
         assert_eq!(p.feed(b"data: last\n"), Vec::<String>::new());
         assert_eq!(p.feed(b"\n"), vec!["last".to_string()]);
+    }
+
+    #[test]
+    fn many_events_in_one_chunk_and_one_event_in_many() {
+        let mut p = SseParser::default();
+        let many: String = (0..1000).map(|i| format!("data: {i}\n\n")).collect();
+        let events = p.feed(many.as_bytes());
+        assert_eq!(events.len(), 1000);
+        assert_eq!(events[999], "999");
+        let mut long = Vec::new();
+        for _ in 0..1000 {
+            assert!(p.feed(b"data: xxxxxxxx").is_empty());
+            long.extend_from_slice(b"xxxxxxxx");
+        }
+        assert!(p.feed(b"\n").is_empty());
+        let done = p.feed(b"\n");
+        assert_eq!(done, vec![String::from_utf8(long).unwrap()]);
     }
 }
