@@ -241,3 +241,34 @@ def test_the_upstream_is_reached_through_the_proxy_in_the_environment(start_serv
     finally:
         proxy.kill()
         proxy.wait(10)
+
+
+def test_an_upstream_killed_during_a_call_is_an_error_at_once_and_the_breaker_counts_it(start_server):
+    h = Hostile()
+    try:
+        s = start_server(plugins=(), config=config(h))
+        wait_for(lambda: call(s, "echo", {"text": "hi"}).status_code == 200, 30, "the upstream's tools")
+        out = {}
+
+        def hang():
+            started = time.monotonic()
+            out["r"] = call(s, "hang")
+            out["took"] = time.monotonic() - started
+
+        t = threading.Thread(target=hang)
+        t.start()
+        time.sleep(1)
+        h.stop()
+        t.join(30)
+        assert not t.is_alive()
+        # Heard at once (the call began 1 s before the kill), not after the
+        # upstream's 20 s timeout.
+        assert out["took"] < 6, out
+        r = out["r"]
+        assert r.status_code == 500
+        text = r.json()["content"][0]["text"]
+        assert text.startswith("upstream: hostile: unreachable"), text
+        health = httpx.get(s.url + "/healthz").json()
+        assert health["upstreams"]["hostile"]["failures"] >= 1, health
+    finally:
+        h.stop()
