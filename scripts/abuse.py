@@ -1315,7 +1315,7 @@ def render_clients(args, c):
     return out
 
 
-def render(args, guests, clients, db=None, door=None):
+def render(args, guests, clients, db=None, door=None, outbound=None, artifacts=None):
     """The report: what ran of the guests' phases (servers A, B), the clients'
     (C) and the DB drivers of scripts/abuse_db.py."""
     out = [HEADER,
@@ -1337,6 +1337,12 @@ def render(args, guests, clients, db=None, door=None):
     if door:
         import abuse_door  # noqa: PLC0415 - imports this module
         out += abuse_door.rows(door, args.seconds)
+    if outbound:
+        import abuse_outbound  # noqa: PLC0415 - imports this module
+        out += abuse_outbound.rows(outbound, args.seconds)
+    if artifacts:
+        import abuse_artifacts  # noqa: PLC0415 - imports this module
+        out += abuse_artifacts.rows(artifacts, args.seconds)
     return "\n".join(out + [""])
 
 
@@ -1455,9 +1461,11 @@ def main():
     ap.add_argument("--connections", type=int, default=8, help="wrk connections for echo")
     ap.add_argument("--runaways", type=int, default=40, help="spin calls kept in flight beside echo")
     ap.add_argument("--flood-calls", type=int, default=5, help="calls of each flood tool")
-    ap.add_argument("--only", choices=("guests", "clients", "db", "door"),
+    ap.add_argument("--only", choices=("guests", "clients", "db", "door", "outbound", "artifacts"),
                     help="run only the guests' phases (servers A, B), the clients' (server C), "
-                         "the DB drivers (scripts/abuse_db.py) or the door's (scripts/abuse_door.py)")
+                         "the DB drivers (scripts/abuse_db.py), the door's (scripts/abuse_door.py), "
+                         "a hostile upstream's (scripts/abuse_outbound.py) or a guest filling its "
+                         "artifact directory (scripts/abuse_artifacts.py)")
     ap.add_argument("--write", type=Path, metavar="FILE", help="also write the report as Markdown to FILE")
     args = ap.parse_args()
     if args.write and args.only:
@@ -1483,7 +1491,7 @@ def main():
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     failures = Failures()
     survival = []
-    guests = clients = db = door = None
+    guests = clients = db = door = outbound = artifacts = None
     ok = False
     try:
         if args.only in (None, "guests"):
@@ -1515,6 +1523,14 @@ def main():
             log("servers D and E (the door: pre-auth floods, guessing, streams, a slow issuer)")
             import abuse_door  # noqa: PLC0415 - imports this module
             door = abuse_door.run(work, plugins, args.seconds)
+        if args.only in (None, "outbound"):
+            log("server F (a hostile upstream: huge and endless answers, redirects, many events)")
+            import abuse_outbound  # noqa: PLC0415 - imports this module
+            outbound = abuse_outbound.run(work, plugins, args.seconds)
+        if args.only in (None, "artifacts"):
+            log("server G (a guest filling its artifact directory)")
+            import abuse_artifacts  # noqa: PLC0415 - imports this module
+            artifacts = abuse_artifacts.run(work, plugins, args.seconds)
         ok = True
     finally:
         # Logs stay for a look when something went wrong.
@@ -1523,7 +1539,7 @@ def main():
         else:
             log(f"server logs kept in {work}")
 
-    report = render(args, guests, clients, db, door)
+    report = render(args, guests, clients, db, door, outbound, artifacts)
     print(report)
     if args.write:
         args.write.write_text(report)

@@ -98,10 +98,19 @@ impl CappedBody {
         Ok(chunk)
     }
 
-    /// The whole body (at most the cap).
+    /// The whole body (at most the cap). Chunks are kept as they came and
+    /// joined once at the end, in a buffer of the exact size: a growing
+    /// buffer would copy and reallocate megabytes on every doubling.
     pub async fn bytes(mut self) -> Result<Bytes, BodyError> {
-        let mut whole = bytes::BytesMut::new();
+        let mut chunks = Vec::new();
         while let Some(c) = self.chunk().await? {
+            chunks.push(c);
+        }
+        if chunks.len() == 1 {
+            return Ok(chunks.pop().expect("one chunk"));
+        }
+        let mut whole = bytes::BytesMut::with_capacity(self.limit - self.left);
+        for c in chunks {
             whole.extend_from_slice(&c);
         }
         Ok(whole.freeze())
