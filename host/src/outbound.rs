@@ -36,8 +36,9 @@ pub fn client(tls: rustls::ClientConfig, connect_timeout: Duration) -> reqwest::
 
 /// Follows a 307/308 to the same scheme, host and port, up to
 /// [`MAX_REDIRECTS`] times; any other redirect is handed back unfollowed
-/// (the caller sees its 3xx status).
-fn same_origin_redirects() -> reqwest::redirect::Policy {
+/// (the caller sees its 3xx status). The trace exporter's client uses it
+/// too: its headers may carry a collector's API key.
+pub fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let keeps_method = matches!(attempt.status().as_u16(), 307 | 308);
         let first = attempt.previous().first();

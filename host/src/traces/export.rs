@@ -224,7 +224,11 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
     // The client's connection pool lives in the runtime's context: it is
     // built, used and dropped inside it.
     let _context = runtime.enter();
-    let client = match reqwest::Client::builder().timeout(settings.timeout).build() {
+    let client = match reqwest::Client::builder()
+        .timeout(settings.timeout)
+        .redirect(crate::outbound::same_origin_redirects())
+        .build()
+    {
         Ok(client) => client,
         Err(e) => {
             tracing::error!("traces are off: cannot build the OTLP HTTP client: {e}");
