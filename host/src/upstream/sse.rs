@@ -89,8 +89,9 @@ mod tests {
         assert_eq!(events.len(), 1000);
         assert_eq!(events[999], "999");
         let mut long = Vec::new();
+        assert!(p.feed(b"data: ").is_empty());
         for _ in 0..1000 {
-            assert!(p.feed(b"data: xxxxxxxx").is_empty());
+            assert!(p.feed(b"xxxxxxxx").is_empty());
             long.extend_from_slice(b"xxxxxxxx");
         }
         assert!(p.feed(b"\n").is_empty());
