@@ -66,15 +66,14 @@ impl Loader {
             .as_ref()
             .map(crate::cluster::Cluster::open)
             .transpose()?;
+        if let Some(cluster) = &cluster {
+            cluster.probe().await?;
+        }
         // kv in the cluster's Redis speaks through the cluster's connection.
-        let open_redis = config
-            .cluster
-            .as_ref()
-            .zip(cluster.as_ref())
-            .map(|(c, cluster)| wasm::kv::OpenRedis {
-                url: &c.redis,
-                link: cluster.link().clone(),
-            });
+        let open_redis = cluster.as_ref().map(|cluster| wasm::kv::OpenRedis {
+            url: cluster.first_url(),
+            link: cluster.link().clone(),
+        });
         let (kv, kv_problems) =
             wasm::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
         let kv_problems = kv_problems

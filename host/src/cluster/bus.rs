@@ -5,6 +5,11 @@
 //!
 //! Delivery is at most once and only to replicas subscribed at that
 //! moment, as pub/sub is: a replica that is down has no call to cancel.
+//!
+//! On a Redis Cluster the channel is an ordinary (not sharded) one: a
+//! `PUBLISH` sent to any node reaches the subscribers of every node, so each
+//! replica subscribes on one configured node, and on the next one when that
+//! subscription breaks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,8 +70,8 @@ impl Cluster {
     pub fn listen(self: &Arc<Self>, handler: Handler) {
         let cluster = self.clone();
         tokio::spawn(async move {
-            loop {
-                if let Err(e) = cluster.receive(&handler).await {
+            for attempt in 0usize.. {
+                if let Err(e) = cluster.receive(attempt, &handler).await {
                     tracing::debug!("cluster bus: {e}");
                 }
                 tokio::time::sleep(RETRY).await;
@@ -74,11 +79,11 @@ impl Cluster {
         });
     }
 
-    /// One subscription, until its connection ends.
-    async fn receive(&self, handler: &Handler) -> Result<()> {
-        let mut pubsub = self
-            .link
-            .client()
+    /// One subscription (on the `attempt`-th configured node, in turn),
+    /// until its connection ends.
+    async fn receive(&self, attempt: usize, handler: &Handler) -> Result<()> {
+        let nodes = self.link.subscribers();
+        let mut pubsub = nodes[attempt % nodes.len()]
             .get_async_pubsub()
             .await
             .map_err(|e| self.error(e))?;

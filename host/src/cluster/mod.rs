@@ -1,7 +1,8 @@
 //! Shared state of replicas (`[cluster]`): one Redis that every replica of
 //! a Hangar deployment points at, so a request can land on any of them.
 //!
-//! [`Cluster`] owns the connection and the key space (`<prefix>:…`); each
+//! [`Cluster`] owns the connection (one Redis server, or a Redis Cluster:
+//! see [`link`]) and the key space (`<prefix>:…`); each
 //! concern is a small file of its own: [`sessions`] (2025-11-25 sessions
 //! with a TTL), [`bus`] (pub/sub: cancellations and answers reaching the
 //! replica that runs the call), [`rate`] (rate-limit counters, one GCRA
@@ -23,11 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::FromRedisValue;
-use redis::aio::ConnectionManager;
 use serde::Serialize;
 
 use crate::config::ClusterConfig;
-use link::RedisLink;
+use link::{Connection, LinkTarget, RedisLink};
 
 /// How long one Redis request may take before the replica stops waiting and
 /// falls back to what it holds in-process.
@@ -51,6 +51,9 @@ pub type Result<T> = std::result::Result<T, ClusterError>;
 pub struct Cluster {
     /// The connection, shared with kv when kv lives in this Redis.
     link: Arc<RedisLink>,
+    /// The first URL with `{{ env.X }}` substituted (it may hold a
+    /// password): how kv knows it lives in this Redis. Never shown.
+    first_url: String,
     prefix: String,
     /// This replica's id: what `/healthz` shows, and how bus messages say
     /// who sent them.
@@ -70,13 +73,55 @@ pub struct ClusterStatus {
 }
 
 impl Cluster {
-    /// Parses the URL; connects on first use (a Redis that is down at start
-    /// does not stop the replica).
+    /// Substitutes `{{ env.X }}` in the URLs, reads the TLS files and parses
+    /// the URLs; connects on first use (a Redis that is down at start does
+    /// not stop the replica: see [`Cluster::probe`]). Errors name the
+    /// setting, never a URL (it may hold a password).
     pub fn open(config: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
-        let link = RedisLink::open(config.redis.as_str(), TIMEOUT, TIMEOUT)
-            .map_err(|e| anyhow::anyhow!("[cluster] redis is not a Redis URL ({e:?})"))?;
+        let env = |var: &str| std::env::var(var).ok();
+        let urls = config
+            .redis
+            .urls()
+            .iter()
+            .map(|url| crate::db::template::substitute_env(url, &env))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("[cluster] redis: {e}"))?;
+        let read = |key: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("[cluster] {key} {}: {e}", path.display()))
+        };
+        let tls = if config.ca_file.is_some() || config.client_cert.is_some() {
+            let root_cert = config
+                .ca_file
+                .as_deref()
+                .map(|p| read("ca_file", p))
+                .transpose()?;
+            let client_tls = match (&config.client_cert, &config.client_key) {
+                (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                    client_cert: read("client_cert", cert)?,
+                    client_key: read("client_key", key)?,
+                }),
+                _ => None,
+            };
+            Some(redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            })
+        } else {
+            None
+        };
+        let target = LinkTarget {
+            urls: &urls,
+            cluster: config.redis.is_cluster(),
+            tls,
+        };
+        let link = RedisLink::open_target(&target, TIMEOUT, TIMEOUT)
+            // Redis's own message quotes no URL; `{e:?}` would not either,
+            // but says less.
+            .map_err(|e| anyhow::anyhow!("[cluster] redis: {e}"))?;
         Ok(Arc::new(Cluster {
             link,
+            first_url: urls.into_iter().next().unwrap_or_default(),
             prefix: config.prefix.clone(),
             node: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             reachable: AtomicBool::new(true),
@@ -88,6 +133,34 @@ impl Cluster {
     /// server (kv when `[kv]` names no other), so the process holds one.
     pub fn link(&self) -> &Arc<RedisLink> {
         &self.link
+    }
+
+    /// The first URL as connected to (substituted), to compare with kv's.
+    pub fn first_url(&self) -> &str {
+        &self.first_url
+    }
+
+    /// Connects now and sends `PING`, at start-up: a setting that cannot
+    /// work (a wrong password, an untrusted certificate, a Redis Cluster
+    /// named as one server) is an error that stops the process; a Redis
+    /// that does not answer yet is only logged (the replica serves
+    /// degraded until it does).
+    pub async fn probe(&self) -> anyhow::Result<()> {
+        match self.link.probe().await {
+            Ok(()) => {
+                self.reachable.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.misconfigured => Err(anyhow::anyhow!("[cluster] {}", e.message)),
+            Err(e) => {
+                self.reachable.store(false, Ordering::Relaxed);
+                tracing::warn!(
+                    "cluster: {}; serving degraded (in-process state only) until it answers",
+                    e.message
+                );
+                Ok(())
+            }
+        }
     }
 
     pub fn node(&self) -> &str {
@@ -115,7 +188,7 @@ impl Cluster {
     }
 
     /// The shared connection (see [`RedisLink::connection`]).
-    async fn connection(&self) -> Result<ConnectionManager> {
+    async fn connection(&self) -> Result<Connection> {
         self.link.connection().await.map_err(ClusterError)
     }
 

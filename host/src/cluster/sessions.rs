@@ -22,6 +22,12 @@
 //! one script, so replicas racing cannot pass the cap together. Ending
 //! one removes it. A session kept alive past its first timeout stops
 //! counting here (it still counts on the replica holding it).
+//!
+//! On a Redis Cluster these keys carry the hash tag `{sessions}` after the
+//! prefix (`<prefix>:{sessions}:session:<id>`), so the scripts that touch a
+//! session and its count sets (and the one that reads the sets' names from
+//! the session) find all of them in one slot. On one server the names stay
+//! as they were, so replicas of two versions agree during an upgrade.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -91,8 +97,18 @@ fn millis(ttl: Duration) -> u64 {
 }
 
 impl Cluster {
+    /// `<prefix>:session:<id>`, or `<prefix>:{sessions}:session:<id>` on a
+    /// Redis Cluster (see the module's doc).
     fn session_key(&self, id: &str) -> String {
-        self.key(&format!("session:{id}"))
+        self.session_space(&format!("session:{id}"))
+    }
+
+    fn session_space(&self, part: &str) -> String {
+        if self.link.is_cluster() {
+            self.key(&format!("{{sessions}}:{part}"))
+        } else {
+            self.key(part)
+        }
     }
 
     /// Stores a new session for `ttl`, counted under each of `counted`
@@ -127,7 +143,7 @@ return 1
         );
         let sets: Vec<String> = counted
             .iter()
-            .map(|k| self.key(&format!("clients:{k}")))
+            .map(|k| self.session_space(&format!("clients:{k}")))
             .collect();
         let mut invocation = script.key(self.session_key(id));
         for set in &sets {

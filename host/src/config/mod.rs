@@ -22,7 +22,7 @@ mod server;
 mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
-pub use cluster::ClusterConfig;
+pub use cluster::{ClusterConfig, RedisUrls};
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
@@ -391,6 +391,19 @@ impl Config {
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
         config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));
+        if let Some(mut cluster) = config.cluster.take() {
+            for path in [
+                &mut cluster.ca_file,
+                &mut cluster.client_cert,
+                &mut cluster.client_key,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                *path = config.resolve(path);
+            }
+            config.cluster = Some(cluster);
+        }
         config.uploads.dir = config.uploads.dir.as_deref().map(|p| config.resolve(p));
         config.artifacts.dir = config.artifacts.dir.as_deref().map(|p| config.resolve(p));
         let base = config.base_dir.clone();
@@ -439,7 +452,7 @@ impl Config {
             let table: toml::Table = toml::from_str(text)?;
             if !table.contains_key("kv") {
                 config.kv.backend = crate::wasm::kv::BackendKind::Redis;
-                config.kv.url = cluster.redis.clone();
+                config.kv.url = cluster.redis.first().to_string();
             }
         }
         Ok(config)
@@ -575,11 +588,8 @@ mod tests {
         assert_eq!(own.kv.backend, crate::wasm::kv::BackendKind::Embedded);
         assert!(Config::parse("").unwrap().cluster.is_none());
         assert!(Config::parse("[cluster]\nredis = \"x\"\nport = 1\n").is_err());
-        let bad = ClusterConfig {
-            redis: "http://user:secret@h:1".into(),
-            prefix: "p".into(),
-        };
-        assert!(!bad.check().unwrap_err().contains("secret"));
+        let bad = Config::parse("[cluster]\nredis = \"http://user:secret@h:1\"\n").unwrap();
+        assert!(!bad.cluster.unwrap().check().unwrap_err().contains("secret"));
     }
 
     #[test]

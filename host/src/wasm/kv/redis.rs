@@ -25,12 +25,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::{Script, Value};
 use futures::future::BoxFuture;
 
 use super::{Backend, KvError, Result};
-use crate::cluster::link::RedisLink;
+use crate::cluster::link::{Connection, RedisLink};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -120,7 +119,7 @@ impl Redis {
     }
 
     /// The shared connection, made on first use.
-    async fn connection(&self) -> Result<ConnectionManager> {
+    async fn connection(&self) -> Result<Connection> {
         self.link.connection().await.map_err(KvError::Unavailable)
     }
 
