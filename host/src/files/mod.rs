@@ -234,6 +234,8 @@ impl Files {
             area: area.clone(),
             uploads_dir: None,
             artifacts_dir: None,
+            artifacts_room: 0,
+            max_artifact_bytes: self.artifacts.quota.max_file_bytes,
             kept: std::sync::atomic::AtomicBool::new(false),
         };
         if !uploads.is_empty() {
@@ -253,6 +255,7 @@ impl Files {
             let folder = self.artifacts.dir.join(area.as_str()).join(&call_id);
             std::fs::create_dir_all(&folder).map_err(|e| io("artifacts", e))?;
             call.artifacts_dir = Some(folder);
+            call.artifacts_room = self.artifacts.room(&call.area);
         }
         Ok(call)
     }
@@ -310,6 +313,13 @@ pub struct CallFiles {
     pub uploads_dir: Option<PathBuf>,
     /// Mounted writable at [`GUEST_ARTIFACTS`].
     pub artifacts_dir: Option<PathBuf>,
+    /// Bytes the call may write there while it runs: what its session (and
+    /// the whole store) had left when it started. Calls of one session that
+    /// run at once each get that much; the check after the call keeps what
+    /// is stored within the quota.
+    pub artifacts_room: u64,
+    /// The most one file there may hold (`[artifacts] max_file_bytes`).
+    pub max_artifact_bytes: u64,
     /// Set once the artifacts folder's files are artifacts.
     kept: std::sync::atomic::AtomicBool,
 }

@@ -142,6 +142,26 @@ impl Store {
             .cloned()
     }
 
+    /// Bytes `area` may still add: the least of what its session and the
+    /// whole store have left under their quotas.
+    pub(super) fn room(&self, area: &Area) -> u64 {
+        let now = Instant::now();
+        let (mut bytes, mut total) = (0u64, 0u64);
+        for e in self.index.lock().unwrap().values().flatten() {
+            if !e.live(now) {
+                continue;
+            }
+            total += e.size;
+            if &e.area == area {
+                bytes += e.size;
+            }
+        }
+        let q = &self.quota;
+        q.max_session_bytes
+            .saturating_sub(bytes)
+            .min(q.max_total_bytes.saturating_sub(total))
+    }
+
     /// Refuses `files` (name, size) when one is too large or `area` (or
     /// the whole store) would hold too much with them.
     pub(super) fn check_quota(

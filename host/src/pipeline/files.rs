@@ -18,7 +18,7 @@ use crate::files::{
     ARTIFACT_SCHEME, Area, CallFiles, Entry, Files, GUEST_ARTIFACTS, GUEST_UPLOADS, StoreError,
     UPLOAD_SCHEME,
 };
-use crate::wasm::Preopens;
+use crate::wasm::{Preopens, WriteCap};
 
 /// What a call's tool gets besides its arguments.
 #[derive(Default)]
@@ -38,7 +38,10 @@ impl Staged {
                 preopens.read_only(dir.clone(), GUEST_UPLOADS);
             }
             if let Some(dir) = &call.artifacts_dir {
-                preopens.writable(dir.clone(), GUEST_ARTIFACTS);
+                // Writes fail inside the guest once the quota is spent,
+                // rather than being measured only after the call.
+                let cap = WriteCap::new(call.artifacts_room, call.max_artifact_bytes);
+                preopens.writable(dir.clone(), GUEST_ARTIFACTS, cap);
             }
         }
         preopens
