@@ -126,7 +126,7 @@ def test_many_files_stop_at_the_session_quota(server):
     text, c, peak = flood(server, file_bytes=2 * MIB)
     assert written(text) == MAX_SESSION, text
     assert "then write: I/O error" in text, text
-    quota_line(server, f"the call's {MAX_SESSION} bytes are spent")
+    quota_line(server, "a session or store quota is reached")
     assert peak <= MAX_SESSION, f"{peak} bytes on disk during the call"
     assert disk_use(server.store / c.session) == MAX_SESSION
     # The session is full: its next call can write nothing, and says so.
@@ -148,3 +148,28 @@ def test_other_calls_answer_beside_a_flood(server):
         assert r["result"]["content"][0]["text"] == "still here", r
     t.join(30)
     assert results and results[0]["result"]["isError"] is False, results
+
+
+def test_calls_of_one_session_at_once_share_its_quota(server):
+    """Three floods in one session at the same time: together they write
+    the session's quota, never more, even mid-call."""
+    c = Mcp(server.url)
+    c.initialize()
+    answers = []
+
+    def one():
+        mine = Mcp(server.url)
+        mine.session = c.session
+        answers.append(mine.call("artifact_flood", {"bytes": FLOOD, "file_bytes": MIB}))
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    with Sampler(server.store / c.session) as sampler:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    texts = [a["result"]["content"][0]["text"] for a in answers]
+    assert len(texts) == 3 and all("then write:" in t for t in texts), answers
+    assert sum(written(t) for t in texts) == MAX_SESSION, texts
+    assert sampler.peak <= MAX_SESSION, f"{sampler.peak} bytes on disk during the calls"
+    assert disk_use(server.store / c.session) == MAX_SESSION

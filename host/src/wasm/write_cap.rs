@@ -11,9 +11,12 @@
 //! and goes straight to wasmtime-wasi; stdout, stderr and HTTP bodies are
 //! other streams and never pass here.
 //!
-//! The cap counts every byte written (a rewrite of the same bytes counts
-//! again, a deleted file gives nothing back): a bound on what the call adds
-//! to the disk, not a measure of it. Past it, a write fails with
+//! The cap counts against live counters the store keeps (a session's bytes,
+//! the whole store's), which hold the stored files and what every running
+//! call has written, so calls writing at the same time share the quotas.
+//! Every byte written counts (a rewrite of the same bytes counts again, a
+//! deleted file gives nothing back until the call ends): a bound on what
+//! the calls add to the disk, not a measure of it. Past it, a write fails with
 //! `insufficient-space` (ENOSPC); past `max_file_bytes` in one file, with
 //! `file-too-large` (EFBIG), and the host logs why once per call. The guest
 //! sees an ordinary I/O error it can report (through wasi-libc's streams,
@@ -36,31 +39,40 @@ use super::state::GuestState;
 /// links (a guest importing an older 0.2 version is served by it too).
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
-/// The bytes one call may still write into its writable folder, shared by
-/// all its files and streams, and the size no file may pass.
+/// What one call may still write into its writable folder: counters it
+/// shares with every call writing into the same store (a session's bytes,
+/// the store's), each under its quota, and the size no file may pass.
+/// What the call wrote is taken off the counters when the cap is dropped.
 #[derive(Debug)]
 pub struct WriteCap {
-    left: AtomicU64,
-    max: u64,
+    /// Live counters of bytes held or being written, and their quotas.
+    ledgers: Vec<(Arc<AtomicU64>, u64)>,
     max_file: u64,
+    /// What this call has added to the ledgers.
+    spent: AtomicU64,
     /// Set at the first refusal, which is logged (once per call).
     refused: AtomicBool,
 }
 
 impl WriteCap {
-    /// `max_bytes` for the call, at most `max_file` bytes in one file.
-    pub fn new(max_bytes: u64, max_file: u64) -> Arc<WriteCap> {
+    /// Writes counted against each of `ledgers` (counter, quota), at most
+    /// `max_file` bytes in one file.
+    pub fn new(ledgers: Vec<(Arc<AtomicU64>, u64)>, max_file: u64) -> Arc<WriteCap> {
         Arc::new(WriteCap {
-            left: AtomicU64::new(max_bytes),
-            max: max_bytes,
+            ledgers,
             max_file,
+            spent: AtomicU64::new(0),
             refused: AtomicBool::new(false),
         })
     }
 
-    /// Bytes the call may still write.
+    /// Bytes the call may still write: the least any ledger has left.
     pub fn left(&self) -> u64 {
-        self.left.load(Ordering::Relaxed)
+        self.ledgers
+            .iter()
+            .map(|(used, max)| max.saturating_sub(used.load(Ordering::Relaxed)))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// How many of `n` bytes, written at `end` of a file, may go: the least
@@ -78,13 +90,22 @@ impl WriteCap {
         Ok(n.min(file_room).min(left))
     }
 
-    /// Takes exactly `n` bytes, or none when fewer are left.
+    /// Takes exactly `n` bytes from every ledger, or none when one has
+    /// fewer left.
     fn take(&self, n: u64) -> bool {
-        self.left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-                left.checked_sub(n)
-            })
-            .is_ok()
+        for (i, (used, max)) in self.ledgers.iter().enumerate() {
+            let taken = used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                u.checked_add(n).filter(|after| after <= max)
+            });
+            if taken.is_err() {
+                for (used, _) in &self.ledgers[..i] {
+                    used.fetch_sub(n, Ordering::Relaxed);
+                }
+                return false;
+            }
+        }
+        self.spent.fetch_add(n, Ordering::Relaxed);
+        true
     }
 
     /// Notes a refused write: the host log says why, once per call (the
@@ -93,7 +114,7 @@ impl WriteCap {
         if !self.refused.swap(true, Ordering::Relaxed) {
             let why = match code {
                 ErrorCode::FileTooLarge => format!("a file would pass {} bytes", self.max_file),
-                _ => format!("the call's {} bytes are spent", self.max),
+                _ => "a session or store quota is reached".to_string(),
             };
             tracing::warn!(
                 plugin,
@@ -105,8 +126,18 @@ impl WriteCap {
 
     fn give_back(&self, n: u64) {
         if n > 0 {
-            self.left.fetch_add(n, Ordering::Relaxed);
+            for (used, _) in &self.ledgers {
+                used.fetch_sub(n, Ordering::Relaxed);
+            }
+            self.spent.fetch_sub(n, Ordering::Relaxed);
         }
+    }
+}
+
+impl Drop for WriteCap {
+    fn drop(&mut self) {
+        let spent = *self.spent.get_mut();
+        self.give_back(spent);
     }
 }
 
@@ -339,17 +370,36 @@ mod tests {
 
     #[test]
     fn the_cap_offers_what_is_left_then_says_why_not() {
-        let cap = WriteCap::new(10, 6);
+        let session = Arc::new(AtomicU64::new(0));
+        let total = Arc::new(AtomicU64::new(5));
+        let ledgers = vec![(session.clone(), 10), (total.clone(), 20)];
+        let cap = WriteCap::new(ledgers.clone(), 6);
         assert_eq!(cap.room(0, 4).unwrap(), 4);
         assert!(cap.take(4));
         assert_eq!(cap.room(4, 4).unwrap(), 2, "the file's room");
         assert_eq!(cap.room(6, 4).unwrap_err(), ErrorCode::FileTooLarge);
-        assert_eq!(cap.room(0, 100).unwrap(), 6, "the call's room");
-        assert!(!cap.take(7));
-        assert!(cap.take(6));
+        assert_eq!(cap.room(0, 100).unwrap(), 6, "the session's room");
+        // Another call of the session writes beside it: both see it.
+        let other = WriteCap::new(ledgers, 6);
+        assert!(other.take(3));
+        assert_eq!(cap.left(), 3);
+        assert!(!cap.take(4), "taken from no ledger");
+        assert_eq!(total.load(Ordering::Relaxed), 12);
+        assert!(cap.take(3));
         assert_eq!(cap.room(0, 1).unwrap_err(), ErrorCode::InsufficientSpace);
         assert_eq!(cap.room(0, 0).unwrap(), 0);
-        cap.give_back(3);
-        assert_eq!(cap.left(), 3);
+        cap.give_back(2);
+        assert_eq!(cap.left(), 2);
+        // Each call's bytes leave the counters with its cap.
+        drop(cap);
+        assert_eq!(session.load(Ordering::Relaxed), 3);
+        drop(other);
+        assert_eq!(
+            (
+                session.load(Ordering::Relaxed),
+                total.load(Ordering::Relaxed)
+            ),
+            (0, 5)
+        );
     }
 }
