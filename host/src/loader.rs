@@ -59,7 +59,8 @@ impl Loader {
         )?;
         let client = Arc::new(
             wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
-                .map_err(|e| anyhow::anyhow!(e))?,
+                .map_err(|e| anyhow::anyhow!(e))?
+                .with_resolve(&config.http.resolve),
         );
         let cluster = config
             .cluster

@@ -1,6 +1,8 @@
 //! What guests may reach outside their sandbox: `[http]`, `[credentials.NAME]`
 //! and each plugin's `grants`.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -11,6 +13,12 @@ use serde::Deserialize;
 pub struct HttpConfig {
     /// A PEM file of CA certificates trusted besides the system's roots.
     pub extra_ca: Option<PathBuf>,
+    /// `resolve = { "api.example.org" = "203.0.113.7" }`: names answered
+    /// with that address instead of asking DNS (as curl's `--resolve`). The
+    /// address is still checked as a resolved one: an internal address is
+    /// refused unless a grant names it literally.
+    #[serde(default)]
+    pub resolve: BTreeMap<String, IpAddr>,
 }
 
 /// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.

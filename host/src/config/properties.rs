@@ -97,6 +97,7 @@ const KEYS: &[&str] = &[
     "max_value_bytes",
     "max_keys",
     "extra_ca",
+    "resolve",
 ];
 
 /// Values the schema accepts somewhere, and some it does not.

@@ -22,6 +22,7 @@
 mod names;
 mod signed;
 mod store;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use names::{Area, attachment, check_name, mime_type, percent_encode};
 pub use signed::DownloadRefusal;
 pub use store::{Entry, StoreError};
 use store::{Quota, STAGING, Store, scan};
+pub use usage::Counter;
 
 pub const UPLOAD_SCHEME: &str = "upload://";
 pub const ARTIFACT_SCHEME: &str = "artifact://";
@@ -234,6 +236,8 @@ impl Files {
             area: area.clone(),
             uploads_dir: None,
             artifacts_dir: None,
+            artifacts_quota: Vec::new(),
+            max_artifact_bytes: self.artifacts.quota.max_file_bytes,
             kept: std::sync::atomic::AtomicBool::new(false),
         };
         if !uploads.is_empty() {
@@ -253,6 +257,9 @@ impl Files {
             let folder = self.artifacts.dir.join(area.as_str()).join(&call_id);
             std::fs::create_dir_all(&folder).map_err(|e| io("artifacts", e))?;
             call.artifacts_dir = Some(folder);
+            let (of_area, total) = self.artifacts.usage.counters(&call.area);
+            let q = &self.artifacts.quota;
+            call.artifacts_quota = vec![(of_area, q.max_session_bytes), (total, q.max_total_bytes)];
         }
         Ok(call)
     }
@@ -310,6 +317,13 @@ pub struct CallFiles {
     pub uploads_dir: Option<PathBuf>,
     /// Mounted writable at [`GUEST_ARTIFACTS`].
     pub artifacts_dir: Option<PathBuf>,
+    /// The live counters its writes there count against while it runs, each
+    /// with its quota: its session's (`max_session_bytes`) and the whole
+    /// store's (`max_total_bytes`). They hold the stored files and what
+    /// every running call has written, so calls at the same time share them.
+    pub artifacts_quota: Vec<(Counter, u64)>,
+    /// The most one file there may hold (`[artifacts] max_file_bytes`).
+    pub max_artifact_bytes: u64,
     /// Set once the artifacts folder's files are artifacts.
     kept: std::sync::atomic::AtomicBool,
 }

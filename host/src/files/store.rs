@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::names::{Area, check_name, mime_type};
+use super::usage::Usage;
 use super::{ARTIFACT_SCHEME, UPLOAD_SCHEME};
 
 /// Per-call staging folders (hard links to uploads) under the uploads dir.
@@ -105,6 +106,8 @@ pub(super) struct Store {
     /// Held while a batch is checked against the quotas and written, so two
     /// batches cannot both pass a check that only one of them fits.
     pub(super) writing: tokio::sync::Mutex<()>,
+    /// What each area holds or is being written, live.
+    pub(super) usage: Usage,
 }
 
 impl Store {
@@ -115,6 +118,7 @@ impl Store {
             quota,
             index: Mutex::new(HashMap::new()),
             writing: tokio::sync::Mutex::new(()),
+            usage: Usage::default(),
         }
     }
 
@@ -199,6 +203,7 @@ impl Store {
         let mut index = self.index.lock().unwrap();
         for e in entries {
             index.entry(e.id.clone()).or_default().push(e.clone());
+            self.usage.add(&e.area, e.size);
         }
     }
 
@@ -244,6 +249,7 @@ impl Store {
             gone
         };
         for e in &expired {
+            self.usage.remove(&e.area, e.size);
             let _ = std::fs::remove_file(&e.path);
             if let Some(parent) = e.path.parent() {
                 // Only once empty: an artifact's call folder holds its siblings.

@@ -18,7 +18,7 @@ use crate::files::{
     ARTIFACT_SCHEME, Area, CallFiles, Entry, Files, GUEST_ARTIFACTS, GUEST_UPLOADS, StoreError,
     UPLOAD_SCHEME,
 };
-use crate::wasm::Preopens;
+use crate::wasm::{Preopens, WriteCap};
 
 /// What a call's tool gets besides its arguments.
 #[derive(Default)]
@@ -27,6 +27,10 @@ pub(super) struct Staged {
     pub call: Option<CallFiles>,
     /// A DB tool's uploads, by argument.
     pub blobs: HashMap<String, bytes::Bytes>,
+    /// What the component may write into its artifacts folder. Declared
+    /// after `call`: its bytes leave the quota counters only once the
+    /// call's files are stored (or removed).
+    write_cap: Option<Arc<WriteCap>>,
 }
 
 impl Staged {
@@ -37,8 +41,8 @@ impl Staged {
             if let Some(dir) = &call.uploads_dir {
                 preopens.read_only(dir.clone(), GUEST_UPLOADS);
             }
-            if let Some(dir) = &call.artifacts_dir {
-                preopens.writable(dir.clone(), GUEST_ARTIFACTS);
+            if let (Some(dir), Some(cap)) = (&call.artifacts_dir, &self.write_cap) {
+                preopens.writable(dir.clone(), GUEST_ARTIFACTS, cap.clone());
             }
         }
         preopens
@@ -135,6 +139,12 @@ impl Pipeline {
             let call = files
                 .prepare_call(area, &uploads, produces)
                 .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))?;
+            // Writes fail inside the guest once a quota is reached, rather
+            // than being measured only after the call.
+            staged.write_cap = call
+                .artifacts_dir
+                .is_some()
+                .then(|| WriteCap::new(call.artifacts_quota.clone(), call.max_artifact_bytes));
             staged.call = Some(call);
         }
         Ok(staged)

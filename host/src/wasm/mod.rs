@@ -20,6 +20,7 @@ mod stderr;
 mod teardown;
 mod tool;
 mod warm;
+mod write_cap;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use offers::Listing;
 pub use state::{PluginMeta, Preopens};
 pub use teardown::on_park;
 pub use tool::ToolPlugin;
+pub use write_cap::WriteCap;
 
 use cache::CompiledCache;
 use engine::{EngineOptions, EpochTicker};

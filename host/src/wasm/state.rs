@@ -17,6 +17,7 @@ use super::http::{HttpAccess, HttpCall};
 use super::kv::{KvCall, KvStore};
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
+use super::write_cap::WriteCap;
 use crate::call::{EventSink, LogLevel};
 
 /// Who a guest is: its plugin name and its configuration from `hangar.toml`.
@@ -44,6 +45,8 @@ pub struct PluginMeta {
 #[derive(Debug, Clone, Default)]
 pub struct Preopens {
     dirs: Vec<(std::path::PathBuf, String, bool)>,
+    /// What the guest may write into its writable folders while it runs.
+    write_cap: Option<Arc<WriteCap>>,
 }
 
 impl Preopens {
@@ -52,9 +55,11 @@ impl Preopens {
         self.dirs.push((host, guest.to_string(), false));
     }
 
-    /// `host` mounted at `guest`, readable and writable.
-    pub fn writable(&mut self, host: std::path::PathBuf, guest: &str) {
+    /// `host` mounted at `guest`, readable and writable; the guest's
+    /// writes fail once they have spent `cap` (see [`WriteCap`]).
+    pub fn writable(&mut self, host: std::path::PathBuf, guest: &str, cap: Arc<WriteCap>) {
         self.dirs.push((host, guest.to_string(), true));
+        self.write_cap = Some(cap);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -88,6 +93,9 @@ pub struct GuestState {
     pub(super) deadline: Instant,
     /// The store's long-running-lane permit, while it holds one.
     pub(super) turn: LaneTurn,
+    /// What the guest may still write into its writable folder; `None`
+    /// when it has none (its writes then cost nothing extra).
+    pub(super) write_cap: Option<Arc<WriteCap>>,
 }
 
 impl GuestState {
@@ -139,6 +147,7 @@ impl GuestState {
             events,
             deadline: Instant::now(),
             turn: LaneTurn::default(),
+            write_cap: preopens.write_cap.clone(),
         })
     }
 
@@ -266,6 +275,9 @@ pub fn instance_pre(
 /// `credentials`, `kv` and `client` imports to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // File writes under the call's cap (calls without a writable folder
+    // pass straight through).
+    super::write_cap::shadow_writers(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     // Linked for every plugin; a request goes out only under a grant.
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;

@@ -7,6 +7,8 @@
 //! default client, which resolves the host again (a second DNS answer could
 //! point into the network) and trusts only a built-in root list.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -57,9 +59,12 @@ pub fn tls_config(extra_ca: Option<&Path>) -> Result<rustls::ClientConfig, Strin
     .with_no_client_auth())
 }
 
-/// The TLS settings every plugin's requests share (built once at load).
+/// The TLS settings every plugin's requests share (built once at load),
+/// and the names answered without DNS (`[http] resolve`).
 pub struct HttpClient {
     tls: Arc<rustls::ClientConfig>,
+    /// Lower-case names and the address each resolves to.
+    resolve: HashMap<String, IpAddr>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -79,7 +84,29 @@ impl HttpClient {
     pub fn new(extra_ca: Option<&Path>) -> Result<HttpClient, String> {
         Ok(HttpClient {
             tls: Arc::new(tls_config(extra_ca)?),
+            resolve: HashMap::new(),
         })
+    }
+
+    /// Answers each name of `resolve` (`[http] resolve`) with its address
+    /// instead of asking DNS.
+    pub fn with_resolve<'a>(
+        mut self,
+        resolve: impl IntoIterator<Item = (&'a String, &'a IpAddr)>,
+    ) -> HttpClient {
+        self.resolve = resolve
+            .into_iter()
+            .map(|(name, ip)| (name.to_ascii_lowercase(), *ip))
+            .collect();
+        self
+    }
+
+    /// The address `[http] resolve` gives `host`, if it names it.
+    pub fn resolved(&self, host: &str) -> Option<IpAddr> {
+        if self.resolve.is_empty() {
+            return None;
+        }
+        self.resolve.get(&host.to_ascii_lowercase()).copied()
     }
 
     /// The TLS settings its requests use (also those of upstream MCP servers).

@@ -1,7 +1,8 @@
 //! `HttpGrants`: where a plugin's outbound requests may go (`grants.http`),
-//! and which addresses no name may lead to.
+//! matched by host and port (the addresses no name may lead to are in
+//! `ranges`).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 /// A plugin's `grants.http`, parsed at load.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +58,18 @@ impl HttpGrants {
     }
 }
 
+impl HttpGrants {
+    /// Whether an entry names `ip` literally, for `port`: what lets a
+    /// granted name lead to an internal address (the guest could reach
+    /// that address and port by its literal anyway).
+    pub(super) fn names_address(&self, ip: IpAddr, port: u16, default_port: u16) -> bool {
+        self.entries.iter().any(|g| {
+            matches!(g.host, GrantHost::Ip(granted) if granted == ip)
+                && g.port.unwrap_or(default_port) == port
+        })
+    }
+}
+
 impl Grant {
     fn parse(entry: &str) -> Option<Grant> {
         let entry = entry.trim();
@@ -96,36 +109,6 @@ impl Grant {
     }
 }
 
-/// Addresses a guest reaches only when a grant names them literally.
-pub(super) fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => internal_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => internal_v4(v4),
-            None => {
-                let first = v6.segments()[0];
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || (first & 0xfe00) == 0xfc00 // unique local (fd00:ec2::254 is AWS metadata)
-                    || (first & 0xffc0) == 0xfe80 // link-local
-                    || v6 == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xa9fe, 0xa9fe) // NAT64 of 169.254.169.254
-            }
-        },
-    }
-}
-
-fn internal_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local() // 169.254/16: the cloud metadata services
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || (a == 100 && (64..128).contains(&b)) // shared address space (Alibaba metadata: 100.100.100.200)
-        || a == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,30 +134,12 @@ mod tests {
         assert!(g.grant_for("127.0.0.1", 9000, 80).is_some());
         assert!(g.grant_for("127.0.0.1", 9001, 80).is_none());
         assert!(g.grant_for("svc", 8080, 80).is_some());
+        let loopback = "127.0.0.1".parse().unwrap();
+        assert!(g.names_address(loopback, 9000, 80));
+        assert!(!g.names_address(loopback, 80, 80));
+        assert!(!g.names_address("10.0.0.1".parse().unwrap(), 9000, 80));
         assert!(HttpGrants::parse(&["http://x".into()]).is_err());
         assert!(HttpGrants::parse(&["a b".into()]).is_err());
         assert!(HttpGrants::parse(&["host:notaport".into()]).is_err());
-    }
-
-    #[test]
-    fn internal_addresses_are_recognised() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.100.100.200",
-            "0.0.0.0",
-            "::1",
-            "fe80::1",
-            "fd00:ec2::254",
-            "::ffff:10.0.0.1",
-        ] {
-            assert!(is_internal(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["93.184.216.34", "2606:4700::1111", "8.8.8.8"] {
-            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
-        }
     }
 }

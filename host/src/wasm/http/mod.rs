@@ -3,12 +3,13 @@
 //!
 //! A grant entry is a host (ports 80/443 by scheme), `host:port`, or a `*.`
 //! wildcard (any subdomain, not the bare domain). A request is checked
-//! against the entries, then its host is resolved here and every address is
-//! checked: loopback, private, link-local (cloud metadata included),
-//! shared and unspecified addresses are refused unless an entry names that
-//! address literally. The request then goes to the address that was
-//! checked ([`HttpClient`]), so a second DNS answer cannot point it into the
-//! network.
+//! against the entries, then its host is resolved here (or taken from
+//! `[http] resolve`) and every address is checked against the special-purpose
+//! ranges (`ranges`: loopback, private, link-local with the cloud metadata
+//! services, shared, documentation, translation and the like): one in
+//! them is refused unless an entry names that address literally. The
+//! request then goes to the address that was checked ([`HttpClient`]), so a
+//! second DNS answer cannot point it into the network.
 //!
 //! Every request is bounded by the call's remaining deadline, its response
 //! bytes count against the call's `max_http_bytes`, at most
@@ -17,6 +18,7 @@
 
 mod client;
 mod grants;
+mod ranges;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,8 +31,9 @@ use tokio::sync::Semaphore;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use client::{ByteBudget, HttpClient};
+use grants::GrantHost;
 pub use grants::HttpGrants;
-use grants::{GrantHost, is_internal};
+use ranges::refusal;
 
 /// Outbound requests one call may have in flight at once.
 pub const MAX_IN_FLIGHT: usize = 8;
@@ -75,7 +78,7 @@ impl HttpCall {
     /// connect to.
     async fn admit(
         plugin: &str,
-        grants: &HttpGrants,
+        access: &HttpAccess,
         authority: &Authority,
         tls: bool,
     ) -> Result<SocketAddr, Error> {
@@ -85,25 +88,34 @@ impl HttpCall {
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        let Some(grant) = grants.grant_for(host, port, default_port) else {
+        let Some(grant) = access.grants.grant_for(host, port, default_port) else {
             tracing::warn!(plugin, "http: {host}:{port} not granted to plugin {plugin}");
             return Err(Error::HttpRequestDenied);
         };
         if let GrantHost::Ip(ip) = grant.host {
             return Ok(SocketAddr::new(ip, port));
         }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|_| Error::DnsError {
-                rcode: None,
-                info_code: None,
-            })?
-            .collect();
-        if let Some(bad) = addrs.iter().find(|a| is_internal(a.ip())) {
+        let addrs: Vec<SocketAddr> = match access.client.resolved(host) {
+            Some(ip) => vec![SocketAddr::new(ip, port)],
+            None => tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|_| Error::DnsError {
+                    rcode: None,
+                    info_code: None,
+                })?
+                .collect(),
+        };
+        // An internal address is reached only when an entry names it (and
+        // the port) literally, as the guest could reach it by its literal.
+        let refused = addrs.iter().find_map(|a| {
+            let why = refusal(a.ip())?;
+            let named = access.grants.names_address(a.ip(), port, default_port);
+            (!named).then_some((a.ip(), why))
+        });
+        if let Some((bad, why)) = refused {
             tracing::warn!(
                 plugin,
-                "http: {host}:{port} resolves to {}, not granted to plugin {plugin}",
-                bad.ip()
+                "http: {host}:{port} resolves to {bad} ({why}), not granted to plugin {plugin}"
             );
             return Err(Error::HttpRequestDenied);
         }
@@ -159,7 +171,7 @@ impl WasiHttpHooks for HttpCall {
                 .ok_or(Error::HttpRequestUriInvalid)?;
             let send = async {
                 let checked = async {
-                    let addr = Self::admit(&plugin, &access.grants, &authority, tls).await?;
+                    let addr = Self::admit(&plugin, &access, &authority, tls).await?;
                     let tls_name = tls.then(|| server_name(&authority)).transpose()?;
                     Ok::<_, Error>((addr, tls_name))
                 };

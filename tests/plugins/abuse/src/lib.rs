@@ -52,7 +52,95 @@ const TOOLS: &[(&str, &str, &str)] = &[
         "count",
         "Creates `count` WASI pollables and keeps them (default 10,000,000)",
     ),
+    (
+        "artifact_flood",
+        "bytes",
+        "Writes `bytes` (default 1 GiB) into /artifacts in `chunk`-byte writes (default 1 MiB), \
+         starting a new file every `file_bytes` (default: one file); stops at the first error \
+         and answers what it wrote and the error. With `direct`, writes with \
+         wasi:filesystem's `descriptor.write` rather than std's files (streams)",
+    ),
 ];
+
+/// A file of the flood: std's (whose writes go through a WASI output
+/// stream) or a raw WASI descriptor (`descriptor.write` at an offset).
+enum FloodFile {
+    Std(std::fs::File),
+    Direct(wasi::filesystem::types::Descriptor),
+}
+
+impl FloodFile {
+    fn create(name: &str, direct: bool) -> Result<FloodFile, String> {
+        if !direct {
+            return std::fs::File::create(format!("/artifacts/{name}"))
+                .map(FloodFile::Std)
+                .map_err(|e| e.to_string());
+        }
+        use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+        let (dir, _) = wasi::filesystem::preopens::get_directories()
+            .into_iter()
+            .find(|(_, path)| path == "/artifacts")
+            .ok_or("no /artifacts")?;
+        dir.open_at(
+            PathFlags::empty(),
+            name,
+            OpenFlags::CREATE | OpenFlags::TRUNCATE,
+            DescriptorFlags::WRITE,
+        )
+        .map(FloodFile::Direct)
+        .map_err(|code| code.name().to_string())
+    }
+
+    /// One write call, at `offset` for a raw descriptor.
+    fn write(&mut self, bytes: &[u8], offset: u64) -> Result<usize, String> {
+        match self {
+            FloodFile::Std(f) => f.write(bytes).map_err(|e| e.to_string()),
+            FloodFile::Direct(d) => d
+                .write(bytes, offset)
+                .map(|n| n as usize)
+                .map_err(|code| code.name().to_string()),
+        }
+    }
+}
+
+/// Writes into /artifacts until `total` bytes are written or a write fails:
+/// the bytes written, and the error that stopped it.
+fn flood_artifacts(
+    total: u64,
+    chunk: usize,
+    file_bytes: u64,
+    direct: bool,
+) -> (u64, Option<String>) {
+    let block = vec![b'a'; chunk];
+    let mut written = 0u64;
+    let mut file: Option<FloodFile> = None;
+    let mut in_file = 0u64;
+    let mut files = 0;
+    while written < total {
+        if file.is_none() || in_file >= file_bytes {
+            match FloodFile::create(&format!("flood-{files}.bin"), direct) {
+                Ok(f) => file = Some(f),
+                Err(e) => return (written, Some(format!("create: {e}"))),
+            }
+            files += 1;
+            in_file = 0;
+        }
+        let n = (chunk as u64)
+            .min(total - written)
+            .min(file_bytes - in_file) as usize;
+        let f = file.as_mut().expect("opened above");
+        // One write call at a time, so a short write is counted too.
+        match f.write(&block[..n], in_file) {
+            Ok(0) => return (written, Some("write: wrote nothing".into())),
+            Ok(k) => {
+                written += k as u64;
+                in_file += k as u64;
+            }
+            Err(e) => return (written, Some(format!("write: {e}"))),
+        }
+    }
+    (written, None)
+}
 
 struct Abuse;
 
@@ -68,14 +156,17 @@ impl Tool for Abuse {
         TOOLS
             .iter()
             .map(|(name, param, description)| {
-                ToolDefinition::new(
-                    name,
-                    description,
-                    json!({
-                        "type": "object",
-                        "properties": { *param: { "type": "integer" }, "size": { "type": "integer" } }
-                    }),
-                )
+                let mut schema = json!({
+                    "type": "object",
+                    "properties": { *param: { "type": "integer" }, "size": { "type": "integer" } }
+                });
+                if *name == "artifact_flood" {
+                    schema["properties"]["chunk"] = json!({ "type": "integer" });
+                    schema["properties"]["file_bytes"] = json!({ "type": "integer" });
+                    schema["properties"]["direct"] = json!({ "type": "boolean" });
+                    schema["x-hangar-artifacts"] = json!(true);
+                }
+                ToolDefinition::new(name, description, schema)
             })
             .collect()
     }
@@ -141,6 +232,20 @@ impl Tool for Abuse {
                     std::mem::forget(wasi::clocks::monotonic_clock::subscribe_duration(1 << 40));
                 }
                 Ok(CallResult::text(format!("kept {n} pollables")))
+            }
+            "artifact_flood" => {
+                let total = arg(a, "bytes", 1 << 30);
+                let chunk = arg(a, "chunk", 1 << 20).max(1) as usize;
+                let file_bytes = arg(a, "file_bytes", u64::MAX).max(1);
+                let direct = serde_json::from_str::<serde_json::Value>(a)
+                    .ok()
+                    .and_then(|v| v.get("direct").and_then(|d| d.as_bool()))
+                    .unwrap_or(false);
+                let (written, error) = flood_artifacts(total, chunk, file_bytes, direct);
+                Ok(CallResult::text(match error {
+                    Some(e) => format!("wrote {written} bytes, then {e}"),
+                    None => format!("wrote {written} bytes"),
+                }))
             }
             other => Err(ToolError::new(format!("unknown tool {other}"))),
         }
