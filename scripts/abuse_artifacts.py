@@ -161,7 +161,7 @@ def p99(lat):
 
 
 def run(work_dir, plugins_dir, seconds):
-    """Server F's figures: disk use under artifact floods, echo beside."""
+    """Server G's figures: disk use under artifact floods, echo beside."""
     work = Path(work_dir)
     store = work / "artifacts"
     store.mkdir(exist_ok=True)
@@ -227,10 +227,10 @@ def rows(r, seconds):
         f"{echo_goal:.2f} ms | {r['beside']['calls']:,} answered, {r['beside']['failed']} failed; p99 "
         f"{r['beside']['p99']:.2f} ms (alone {r['alone']['p99']:.2f} ms, {r['alone']['calls']:,} calls) | "
         f"{yes(echo_ok)} |",
-        f"| crashes and host panics of server F | 0 | {'0' if r['alive'] else 'server gone'}, {r['panics']} panics | "
+        f"| crashes and host panics of server G | 0 | {'0' if r['alive'] else 'server gone'}, {r['panics']} panics | "
         f"{yes(r['alive'] and r['panics'] == 0)} |",
         "", "### How each figure was measured", "",
-        f"**Server F** keeps artifacts in a folder of its own with `max_file_bytes = {MAX_FILE // MIB} MiB`, "
+        f"**Server G** keeps artifacts in a folder of its own with `max_file_bytes = {MAX_FILE // MIB} MiB`, "
         f"`max_session_bytes = {MAX_SESSION // MIB} MiB` and `max_total_bytes = {MAX_TOTAL // MIB} MiB`. Each round, "
         f"{FLOODERS} new MCP sessions at once call `artifact_flood` (the `abuse` test guest): 1 GiB in 1 MiB "
         f"writes, a new file every {FILE_BYTES // MIB} MiB, until a write fails. A thread sums the sizes of the "
@@ -242,7 +242,7 @@ def rows(r, seconds):
         f"{ECHO_THREADS} Python threads for {seconds} s, alone and then beside the rounds. Before this issue "
         "the writes were measured only after the call: each guest filled the disk up to its deadline.",
     ]
-    return "\n".join(out)
+    return out
 
 
 def main():
@@ -264,7 +264,7 @@ def main():
         result = run(work, plugins, args.seconds)
         if args.json:
             print(json.dumps(result, indent=2, default=str))
-        print(rows(result, args.seconds))
+        print("\n".join(rows(result, args.seconds)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
