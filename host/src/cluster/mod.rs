@@ -83,7 +83,7 @@ impl Cluster {
             .redis
             .urls()
             .iter()
-            .map(|url| crate::db::template::substitute_env(url, &env))
+            .map(|url| crate::config::substitute_env(url, &env))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("[cluster] redis: {e}"))?;
         let read = |key: &str, path: &std::path::Path| {

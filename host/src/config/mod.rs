@@ -3,6 +3,9 @@
 //! Parsing is strict (`deny_unknown_fields`) so a typo is a startup error,
 //! not a silently ignored setting.
 
+/// `{{ env.X }}` / `{{ file./path }}` substitution, for settings read
+/// outside `config` (the cluster's Redis URLs).
+pub use crate::db::template::substitute_env;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
