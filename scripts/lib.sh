@@ -27,7 +27,16 @@ TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch
 # the component imports nothing from WASI and a fresh instance costs less
 # (docs/plugins.md). bad-mapper covers a slim guest's panic; misbehave, a
 # WASI guest's.
-SLIM_PLUGINS=(echo api-key normalize redact bad-mapper)
+SLIM_PLUGINS=(echo api-key normalize redact bad-mapper typed-echo)
+# Plain components, for the typed-export tests (issue #41): no hangar-sdk and
+# no hangar:plugin world, each with its own WIT package in its wit/ folder,
+# as a component written elsewhere would be. Test-only, in tests/plugins.
+# Rust (plain wit-bindgen, one cargo run of their own):
+PLAIN_PLUGINS=(typed-kitchen typed-echo)
+# Python (componentize-py): directory:world. JavaScript (componentize-js):
+# directory:world, or directory:world:http when it uses fetch.
+PLAIN_PY_PLUGINS=(py-typed:py-typed)
+PLAIN_JS_PLUGINS=(js-typed:js-typed:http)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
@@ -58,7 +67,7 @@ guest_wasm() {
 build_plugins() {
   ensure_toolchain
   local group p
-  for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS; do
+  for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS PLAIN_PLUGINS; do
     local -n members="$group"
     local wasi=() slim=()
     for p in "${members[@]}"; do
@@ -75,9 +84,11 @@ build_plugins() {
   done
   mkdir -p "$TEST_PLUGINS"
   for p in "${EXAMPLE_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$ROOT/plugins/$p.wasm"; done
-  for p in "${TEST_ONLY_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$TEST_PLUGINS/$p.wasm"; done
+  for p in "${TEST_ONLY_PLUGINS[@]}" "${PLAIN_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$TEST_PLUGINS/$p.wasm"; done
   build_py_plugins
   build_js_plugins
+  build_plain_py_plugins
+  build_plain_js_plugins
 }
 
 # componentize-py in a virtualenv of its own, pinned.
@@ -122,6 +133,40 @@ build_js_plugins() {
       [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
       node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
         --wit "$ROOT/wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
+    )
+  done
+}
+
+# The plain Python and JavaScript components of tests/plugins, each from its
+# own wit/ folder, into $TEST_PLUGINS; skipped when up to date.
+build_plain_py_plugins() {
+  ensure_componentize_py
+  local entry dir world src out
+  mkdir -p "$TEST_PLUGINS"
+  for entry in "${PLAIN_PY_PLUGINS[@]}"; do
+    dir="${entry%%:*}"; world="${entry##*:}"
+    src="$ROOT/tests/plugins/$dir"; out="$TEST_PLUGINS/$dir.wasm"
+    up_to_date "$out" "$src" && continue
+    log "building $dir (Python, plain component, $world world)"
+    "$PY_TOOLS/bin/componentize-py" -d "$src/wit" -w "$world" componentize -p "$src" app -o "$out" >/dev/null
+  done
+}
+
+build_plain_js_plugins() {
+  local entry dir world http src out
+  mkdir -p "$TEST_PLUGINS"
+  for entry in "${PLAIN_JS_PLUGINS[@]}"; do
+    IFS=: read -r dir world http <<<"$entry"
+    src="$ROOT/tests/plugins/$dir"; out="$TEST_PLUGINS/$dir.wasm"
+    up_to_date "$out" "$src" && continue
+    local features=(-d http fetch-event)
+    [ "$http" = http ] && features=(-d fetch-event)
+    log "building $dir (JavaScript, plain component, $world world${http:+, with wasi:http})"
+    (
+      cd "$src"
+      [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
+      node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
+        --wit "$src/wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
     )
   done
 }
