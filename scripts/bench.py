@@ -38,6 +38,9 @@ DB_BASE = '{"id":%d}'
 FETCH_MCP = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fetch",'
              '"arguments":{"url":"http://127.0.0.1:%d/hello"}}}')
 TEST_PLUGINS = ROOT / "target/test-plugins"
+# The same echo as a plain component's typed export (`echo: func(text: string)
+# -> string`, tests' typed-echo, built slim like the echo plugin).
+TYPED_MCP = ECHO_MCP.replace('"echo"', '"typed-echo.echo"')
 # search_tools over the 500-tool catalog, with a typo to correct.
 SEARCH_MCP = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools",'
               '"arguments":{"query":"delte a warehouse","limit":3}}}')
@@ -359,6 +362,7 @@ def main():
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet.wasm")
     shutil.copy(ROOT / "plugins/py-greet.wasm", plugins / "py-greet-warm.wasm")
     shutil.copy(TEST_PLUGINS / "http-fetch.wasm", plugins / "http-fetch.wasm")
+    shutil.copy(TEST_PLUGINS / "typed-echo.wasm", plugins / "typed-echo.wasm")
     cache = WORK / "cache"
 
     base_port = free_port()
@@ -390,6 +394,7 @@ def main():
     check_once(hangar.url + "/mcp", PY_WARM)
     check_once(hangar.url + "/mcp", FETCH_MCP % base_port)
     check_once(base + "/fetch", "{}")
+    check_once(hangar.url + "/mcp", TYPED_MCP)
     scenarios = [
         ("Rust wasm echo, MCP tools/call", hangar.url + "/mcp", lua_script("echo-mcp", ECHO_MCP),
          "bare echo", base + "/echo", lua_script("base-echo", ECHO_MCP), False),
@@ -418,6 +423,9 @@ def main():
         ("Outbound HTTP from a guest (wasi:http GET, new connection), MCP", hangar.url + "/mcp",
          lua_script("fetch-mcp", FETCH_MCP % base_port), "same request made by the host", base + "/fetch",
          lua_script("base-fetch", "{}"), False),
+        ("Plain component echo (typed export, schema-derived JSON ↔ values), MCP", hangar.url + "/mcp",
+         lua_script("typed-echo-mcp", TYPED_MCP), "the same echo through the tool world", hangar.url + "/mcp",
+         lua_script("echo-mcp", ECHO_MCP), False),
     ]
     if args.only:
         scenarios = [s for s in scenarios if args.only in s[0]]

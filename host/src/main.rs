@@ -273,11 +273,11 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             hangar::wasm::Origin::Cache => "from cache",
             hangar::wasm::Origin::Compiled => "compiled",
         };
-        println!(
-            "  ok    {} ({} world, {origin})",
-            entry.path.display(),
-            entry.world.as_str()
-        );
+        let kind = match entry.world {
+            hangar::wasm::World::Plain => "plain component: its exports are its tools".to_string(),
+            world => format!("{} world", world.as_str()),
+        };
+        println!("  ok    {} ({kind}, {origin})", entry.path.display());
         for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
             println!("        {line}");
         }
@@ -285,6 +285,16 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     let pipeline = hangar.pipeline.current();
     for tool in pipeline.catalog().tools() {
         println!("  tool  {} ({})", tool.def.name, tool.source.display());
+        // A plain component's schemas are derived here, not written by its
+        // author: show them.
+        if let hangar::catalog::Backend::Wasm { plugin, .. } = &tool.backend
+            && plugin.is_typed()
+        {
+            println!("        input  {}", tool.def.input_schema);
+            if let Some(output) = &tool.def.output_schema {
+                println!("        output {output}");
+            }
+        }
     }
     let offered = pipeline.catalog().offered();
     let source = |provider: &hangar::catalog::Provider| match provider {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod invalidate;
+mod naming;
 mod offered;
 mod rate;
 pub mod search;
@@ -178,15 +179,23 @@ impl Catalog {
                     continue;
                 }
             };
-            let prefix = config
-                .plugins
-                .get(plugin.name())
-                .and_then(|p| p.prefix.as_deref());
-            for mut def in defs {
-                let guest_name = def.name.clone();
-                if let Some(prefix) = prefix {
-                    def.name = format!("{prefix}{}", def.name);
-                }
+            let plugin_config = config.plugins.get(plugin.name());
+            // A plain component's functions are named under the plugin's.
+            let prefix = plugin_config
+                .and_then(|p| p.prefix.clone())
+                .or_else(|| plugin.is_typed().then(|| format!("{}.", plugin.name())));
+            let selection = plugin_config.and_then(|p| p.tools.as_deref());
+            let (named, naming_problems) = naming::name_tools(defs, prefix.as_deref(), selection);
+            let export_problems = plugin.export_problems().iter().cloned();
+            problems.extend(
+                export_problems
+                    .chain(naming_problems)
+                    .map(|error| LoadFailure {
+                        path: loaded_path.clone(),
+                        error,
+                    }),
+            );
+            for naming::Named { guest_name, def } in named {
                 let def_name = def.name.clone();
                 let limits = config.limits_for(plugin.name(), &def.name);
                 let gate = match config.tool(&def.name).and_then(|t| t.limits.max_concurrent) {

@@ -21,6 +21,7 @@ mod offered;
 #[cfg(test)]
 mod properties;
 mod rate;
+mod selection;
 mod server;
 mod upstreams;
 
@@ -31,6 +32,7 @@ pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
+pub use selection::{Rename, ToolSelection};
 pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
@@ -96,8 +98,12 @@ pub struct PluginConfig {
     /// What the plugin reads with `config.get(key)`; values may be `{{ env.VAR }}`.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
-    /// Put before each of the plugin's tool names (e.g. `billing.`), to avoid collisions.
+    /// Put before each of the plugin's tool names (e.g. `billing.`), to
+    /// avoid collisions. A plain component's tools are `<plugin>.` prefixed
+    /// unless this says otherwise.
     pub prefix: Option<String>,
+    /// The plugin's tools to serve, and their names; all when absent.
+    pub tools: Option<Vec<ToolSelection>>,
     /// Warm-instance reuse (tools, auth checks and mappers): off by default, for isolation.
     #[serde(default)]
     pub instances: InstancesConfig,

@@ -19,6 +19,7 @@ mod state;
 mod stderr;
 mod teardown;
 mod tool;
+pub mod typed;
 mod warm;
 mod write_cap;
 
@@ -42,12 +43,14 @@ use engine::{EngineOptions, EpochTicker};
 use sched::{SchedOptions, Scheduler};
 use state::GuestState;
 
-/// Which `hangar:plugin` world a component exports.
+/// Which `hangar:plugin` world a component exports, or `Plain` for one
+/// written for none: its exported functions are its tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum World {
     Tool,
     Auth,
     Mapper,
+    Plain,
 }
 
 impl World {
@@ -56,6 +59,7 @@ impl World {
             World::Tool => "tool",
             World::Auth => "auth",
             World::Mapper => "mapper",
+            World::Plain => "plain",
         }
     }
 }
@@ -104,7 +108,8 @@ pub enum PluginKind {
 
 impl LoadedPlugin {
     pub fn world(&self) -> World {
-        match self.kind {
+        match &self.kind {
+            PluginKind::Tool(t) if t.is_typed() => World::Plain,
             PluginKind::Tool(_) => World::Tool,
             PluginKind::Auth(_) => World::Auth,
             PluginKind::Mapper(_) => World::Mapper,
@@ -235,6 +240,11 @@ impl Runtime {
             World::Mapper => {
                 MapperPlugin::new(meta, &component, linker, sched).map(PluginKind::Mapper)
             }
+            World::Plain => {
+                let docs = typed::PackageDocs::read(&bytes);
+                let exports = typed::TypedExports::reflect(&component, &self.engine, &docs);
+                ToolPlugin::typed(meta, &component, linker, sched, exports).map(PluginKind::Tool)
+            }
         }
         .map_err(|e| e.to_string())?;
         let imports: Vec<String> = component
@@ -273,10 +283,8 @@ impl Runtime {
         } else if has("map") {
             Ok(World::Mapper)
         } else {
-            Err(format!(
-                "exports no hangar:plugin world (found exports: {})",
-                exports.join(", ")
-            ))
+            // Written for no world of ours: its own functions are its tools.
+            Ok(World::Plain)
         }
     }
 }

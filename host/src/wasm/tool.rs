@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::{Component, InstancePre, Linker, Val};
 
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolIndices};
@@ -18,6 +18,7 @@ use super::limits;
 use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta, Preopens};
+use super::typed::TypedExports;
 use super::warm::{Pooled, WarmPool};
 use crate::call::{Annotations, ToolDef};
 use crate::call::{
@@ -32,13 +33,30 @@ use crate::config::Limits;
 pub struct ToolPlugin {
     pub(super) meta: PluginMeta,
     pub(super) pre: InstancePre<GuestState>,
-    /// The `list-tools` / `call-tool` exports, when the component has them.
-    tools: Option<ToolIndices>,
+    /// How the component offers tools: the `tool` world's exports, or its
+    /// own typed functions.
+    tools: Tools,
     /// The `resources`, `prompts` and `completion` exports it has.
     pub(super) offers: Offers,
     pub(super) sched: Arc<Scheduler>,
     /// Idle warm instances, when the plugin opted into reuse.
     warm: WarmPool<Instance>,
+}
+
+/// Where a component's tools come from.
+enum Tools {
+    /// None: it offers only resources, prompts or completions.
+    None,
+    /// The `tool` world's `list-tools` / `call-tool`.
+    World(ToolIndices),
+    /// A plain component's exported functions.
+    Typed(TypedExports),
+}
+
+/// What one call's export returned, before it becomes MCP's result.
+enum Returned {
+    World(Result<wit::CallResult, wit::ToolError>),
+    Typed(Vec<Val>),
 }
 
 /// A live instance with the instance slot it occupies.
@@ -62,9 +80,9 @@ impl ToolPlugin {
         sched: Arc<Scheduler>,
     ) -> anyhow::Result<ToolPlugin> {
         let pre = state::instance_pre(linker, component)?;
-        let tools = ToolIndices::new(&pre).ok();
+        let tools = ToolIndices::new(&pre).map_or(Tools::None, Tools::World);
         let offers = Offers::of(&pre);
-        if tools.is_none() && offers.is_empty() {
+        if matches!(tools, Tools::None) && offers.is_empty() {
             anyhow::bail!("exports neither tools nor resources, prompts or completions");
         }
         Ok(ToolPlugin {
@@ -77,15 +95,61 @@ impl ToolPlugin {
         })
     }
 
+    /// A plain component (no `hangar:plugin` world): each function in
+    /// `exports` is a tool. Fails when it exports none that can be one.
+    pub fn typed(
+        meta: PluginMeta,
+        component: &Component,
+        linker: &Linker<GuestState>,
+        sched: Arc<Scheduler>,
+        exports: TypedExports,
+    ) -> anyhow::Result<ToolPlugin> {
+        let pre = state::instance_pre(linker, component)?;
+        if exports.is_empty() {
+            let why = exports.problems.join("; ");
+            anyhow::bail!(
+                "exports no function that can be a tool{}",
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({why})")
+                }
+            );
+        }
+        Ok(ToolPlugin {
+            warm: WarmPool::new(meta.reuse.clone()),
+            meta,
+            pre,
+            tools: Tools::Typed(exports),
+            offers: Offers::default(),
+            sched,
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.meta.name
+    }
+
+    /// Whether the component is a plain one, its functions its tools.
+    pub fn is_typed(&self) -> bool {
+        matches!(self.tools, Tools::Typed(_))
+    }
+
+    /// The exported functions that could not be tools, and why.
+    pub fn export_problems(&self) -> &[String] {
+        match &self.tools {
+            Tools::Typed(t) => &t.problems,
+            _ => &[],
+        }
     }
 
     /// Asks the component which tools it offers, under `limits` like a call
     /// (a component whose `list-tools` hangs is given up at its deadline).
     pub async fn list_tools(&self, limits: &Limits) -> Result<Vec<ToolDef>, CallError> {
-        if self.tools.is_none() {
-            return Ok(Vec::new());
+        match &self.tools {
+            Tools::None => return Ok(Vec::new()),
+            Tools::Typed(t) => return Ok(t.defs()),
+            Tools::World(_) => {}
         }
         let cancel = CancelToken::default();
         let until = Instant::now() + limits.queue_timeout;
@@ -126,6 +190,22 @@ impl ToolPlugin {
         gate: Option<&Gate>,
         preopens: &Preopens,
     ) -> Result<ToolResult, CallError> {
+        // A plain component's arguments become its parameters before any
+        // instance is spent on a call that cannot be made.
+        let params = match &self.tools {
+            Tools::Typed(typed) => {
+                let func = typed.func(tool_name).ok_or_else(|| {
+                    CallError::new(
+                        Stage::Handler,
+                        ErrorKind::NotFound,
+                        format!("no function {tool_name}"),
+                    )
+                })?;
+                func.arguments(arguments)
+                    .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?
+            }
+            _ => Vec::new(),
+        };
         let until = Instant::now() + limits.queue_timeout;
         let _running = match gate {
             Some(gate) => Some(gate.enter(until).await?),
@@ -159,20 +239,14 @@ impl ToolPlugin {
                 (inst, 0)
             }
         };
-        let wit_cx = wit_context(cx);
         let deadline = inst.store.data().deadline;
-        let args = arguments.to_string();
         let out = limits::bounded(
             &self.sched,
             deadline,
             limits,
             &cx.cancel,
             Stage::Handler,
-            async {
-                let tool = self.tool_exports(&mut inst)?;
-                tool.call_call_tool(&mut inst.store, &wit_cx, tool_name, &args)
-                    .await
-            },
+            self.run_tool(&mut inst, cx, tool_name, arguments, params),
         )
         .await;
         limits::log_stderr(&inst.store);
@@ -186,21 +260,71 @@ impl ToolPlugin {
             super::teardown::later(inst);
         }
         match out {
-            Ok(result) => {
+            Returned::World(Ok(result)) => {
                 check_output(&result, limits)?;
                 call_result(result)
                     .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))
             }
-            Err(e) => Ok(ToolResult::error(e.message)),
+            Returned::World(Err(e)) => Ok(ToolResult::error(e.message)),
+            Returned::Typed(results) => {
+                let Tools::Typed(typed) = &self.tools else {
+                    unreachable!("typed results come from typed exports")
+                };
+                let func = typed.func(tool_name).expect("the call found it");
+                let result = func
+                    .tool_result(&results)
+                    .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))?;
+                let bytes = serde_json::to_vec(&result).map_or(0, |b| b.len());
+                output_within(bytes, limits, Stage::Handler)?;
+                Ok(result)
+            }
+        }
+    }
+
+    /// Calls the tool's export in `inst`: `call-tool` for the `tool` world,
+    /// the function itself (with `params` already converted) for a plain
+    /// component.
+    async fn run_tool(
+        &self,
+        inst: &mut Instance,
+        cx: &CallContext,
+        tool_name: &str,
+        arguments: &Value,
+        params: Vec<Val>,
+    ) -> wasmtime::Result<Returned> {
+        match &self.tools {
+            Tools::Typed(typed) => {
+                let func = typed
+                    .func(tool_name)
+                    .ok_or_else(|| wasmtime::format_err!("no function {tool_name}"))?;
+                let f = inst
+                    .instance
+                    .get_func(&mut inst.store, func.export())
+                    .ok_or_else(|| wasmtime::format_err!("function {tool_name} is not exported"))?;
+                let mut results = func.result_slots();
+                f.call_async(&mut inst.store, &params, &mut results).await?;
+                Ok(Returned::Typed(results))
+            }
+            _ => {
+                let tool = self.tool_exports(inst)?;
+                let out = tool
+                    .call_call_tool(
+                        &mut inst.store,
+                        &wit_context(cx),
+                        tool_name,
+                        &arguments.to_string(),
+                    )
+                    .await?;
+                Ok(Returned::World(out))
+            }
         }
     }
 
     /// The `tool` world's exports of a live instance.
     fn tool_exports(&self, inst: &mut Instance) -> wasmtime::Result<Tool> {
-        let indices = self
-            .tools
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the component offers no tools"))?;
+        let Tools::World(indices) = &self.tools else {
+            return Err(wasmtime::format_err!("the component offers no tools"));
+        };
         indices.load(&mut inst.store, &inst.instance)
     }
 

@@ -1,0 +1,269 @@
+//! Plain components: a component written for no `hangar:plugin` world, whose
+//! exported functions are its tools. Reflection (`component_type()`) finds
+//! the functions; `schema.rs` derives each one's JSON Schemas from its WIT
+//! types; `convert.rs` turns the call's JSON into component values and the
+//! result back. Everything else (limits, grants, a fresh instance per call)
+//! is the `ToolPlugin`'s, as for any other tool.
+
+mod convert;
+mod docs;
+pub mod schema;
+
+use serde_json::Value;
+use wasmtime::Engine;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, ComponentExportIndex, Type, Val};
+
+use crate::call::{Content, ToolDef, ToolResult};
+use convert::Path;
+pub use docs::PackageDocs;
+use schema::Way;
+
+/// One exported function, ready to be called by its export index.
+pub struct TypedFunc {
+    /// Its name inside the plugin: `f` at world level, `interface.f` in an
+    /// exported interface.
+    pub path: String,
+    export: ComponentExportIndex,
+    params: Vec<(String, Type)>,
+    result: Option<Type>,
+    def: ToolDef,
+}
+
+/// The functions of a plain component, and the ones it exports that cannot
+/// be tools (a resource or a stream in their signature), with why.
+#[derive(Default)]
+pub struct TypedExports {
+    funcs: Vec<TypedFunc>,
+    pub problems: Vec<String>,
+}
+
+impl TypedExports {
+    /// Finds every exported function of `component`, at world level or in an
+    /// exported interface. Interfaces of the `wasi:` namespace are the
+    /// platform's (`wasi:http/incoming-handler`, `wasi:cli/run`), not tools.
+    pub fn reflect(component: &Component, engine: &Engine, docs: &PackageDocs) -> TypedExports {
+        let mut out = TypedExports::default();
+        let ty = component.component_type();
+        for (name, item) in ty.exports(engine) {
+            match item.ty {
+                ComponentItem::ComponentFunc(func) => {
+                    let export = component.get_export_index(None, name);
+                    out.add(name.to_string(), export, &func, docs);
+                }
+                ComponentItem::ComponentInstance(instance) if !name.starts_with("wasi:") => {
+                    let Some(iface) = component.get_export_index(None, name) else {
+                        continue;
+                    };
+                    let short = interface_name(name);
+                    for (fname, item) in instance.exports(engine) {
+                        if let ComponentItem::ComponentFunc(func) = item.ty {
+                            let export = component.get_export_index(Some(&iface), fname);
+                            out.add(format!("{short}.{fname}"), export, &func, docs);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn add(
+        &mut self,
+        path: String,
+        export: Option<ComponentExportIndex>,
+        func: &wasmtime::component::types::ComponentFunc,
+        docs: &PackageDocs,
+    ) {
+        // `[constructor]r`, `[method]r.f`, `[static]r.f`: a resource's
+        // functions, which live on its handles, not tools.
+        if path.contains('[') {
+            self.problems.push(format!(
+                "function {path}: a resource's function; resources are not served as tools"
+            ));
+            return;
+        }
+        let Some(export) = export else {
+            self.problems
+                .push(format!("function {path}: not found by its export name"));
+            return;
+        };
+        let params: Vec<(String, Type)> = func.params().map(|(n, t)| (n.to_string(), t)).collect();
+        let result = func.results().next();
+        let why = params
+            .iter()
+            .map(|(_, t)| t)
+            .chain(result.as_ref())
+            .find_map(schema::unsupported);
+        if let Some(why) = why {
+            self.problems.push(format!(
+                "function {path}: its signature has {why}, which JSON cannot carry; not served \
+                 (the component's other functions are)"
+            ));
+            return;
+        }
+        let def = tool_def(&path, &params, result.as_ref(), docs);
+        self.funcs.push(TypedFunc {
+            path,
+            export,
+            params,
+            result,
+            def,
+        });
+    }
+
+    /// The tools, named by their path inside the plugin.
+    pub fn defs(&self) -> Vec<ToolDef> {
+        self.funcs.iter().map(|f| f.def.clone()).collect()
+    }
+
+    pub fn func(&self, path: &str) -> Option<&TypedFunc> {
+        self.funcs.iter().find(|f| f.path == path)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+}
+
+impl TypedFunc {
+    pub fn export(&self) -> &ComponentExportIndex {
+        &self.export
+    }
+
+    /// The call's arguments as the function's parameters.
+    pub fn arguments(&self, args: &Value) -> Result<Vec<Val>, String> {
+        convert::arguments(args, &self.params)
+    }
+
+    /// A slot for each value the function returns.
+    pub fn result_slots(&self) -> Vec<Val> {
+        self.result.iter().map(|_| Val::Bool(false)).collect()
+    }
+
+    /// What the function returned, as MCP's result: a `result`'s `err` is an
+    /// error result (`isError`), anything else the tool's answer.
+    pub fn tool_result(&self, results: &[Val]) -> Result<ToolResult, String> {
+        let (Some(ty), Some(val)) = (&self.result, results.first()) else {
+            return Ok(no_value());
+        };
+        let (value, ty) = match (val, ty) {
+            (Val::Result(Err(e)), Type::Result(rt)) => {
+                let text = match (e, rt.err()) {
+                    (Some(e), Some(ety)) => text_of(&convert::to_json(e, &ety, &Path::root())?),
+                    _ => "error".to_string(),
+                };
+                return Ok(ToolResult::error(text));
+            }
+            (Val::Result(Ok(v)), Type::Result(rt)) => match (v, rt.ok()) {
+                (Some(v), Some(ok)) => (convert::to_json(v, &ok, &Path::root())?, ok),
+                _ => return Ok(no_value()),
+            },
+            (v, ty) => (convert::to_json(v, ty, &Path::root())?, ty.clone()),
+        };
+        let text = text_of(&value);
+        let structured = match ty {
+            Type::Record(_) => value,
+            _ => serde_json::json!({ "result": value }),
+        };
+        Ok(ToolResult {
+            content: vec![Content::Text { text }],
+            structured_content: Some(structured),
+            is_error: false,
+            meta: None,
+        })
+    }
+}
+
+/// The result of a function that returned nothing.
+fn no_value() -> ToolResult {
+    ToolResult {
+        content: Vec::new(),
+        structured_content: None,
+        is_error: false,
+        meta: None,
+    }
+}
+
+/// A value as a text block: a string as itself, anything else as JSON.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `ns:pkg/iface@1.0.0` → `iface`.
+fn interface_name(export: &str) -> &str {
+    let no_version = export.split('@').next().unwrap_or(export);
+    no_version.rsplit('/').next().unwrap_or(no_version)
+}
+
+fn tool_def(
+    path: &str,
+    params: &[(String, Type)],
+    result: Option<&Type>,
+    docs: &PackageDocs,
+) -> ToolDef {
+    let input_schema = schema::object(params.iter().cloned(), Way::In);
+    let ok = match result {
+        Some(Type::Result(r)) => r.ok(),
+        other => other.cloned(),
+    };
+    let output_schema = ok.as_ref().map(schema::output);
+    let description = docs
+        .func(path)
+        .map(str::to_string)
+        .unwrap_or_else(|| signature(path, params, result));
+    let short = path.rsplit('.').next().unwrap_or(path);
+    ToolDef {
+        name: path.to_string(),
+        title: Some(title(short)),
+        description,
+        input_schema,
+        output_schema,
+        annotations: None,
+    }
+}
+
+/// `fetch(url: string) -> result<string, string>`.
+fn signature(path: &str, params: &[(String, Type)], result: Option<&Type>) -> String {
+    let name = path.rsplit('.').next().unwrap_or(path);
+    let params: Vec<String> = params
+        .iter()
+        .map(|(n, t)| format!("{n}: {}", schema::wit_name(t)))
+        .collect();
+    match result {
+        Some(t) => format!("{name}({}) -> {}", params.join(", "), schema::wit_name(t)),
+        None => format!("{name}({})", params.join(", ")),
+    }
+}
+
+/// `get-weather` → `Get Weather`.
+fn title(name: &str) -> String {
+    name.split(['-', '_'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(title("get-weather"), "Get Weather");
+        assert_eq!(title("fetch"), "Fetch");
+        assert_eq!(interface_name("wassette:fetch/fetcher@0.1.0"), "fetcher");
+        assert_eq!(interface_name("types"), "types");
+    }
+}
