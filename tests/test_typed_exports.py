@@ -105,10 +105,16 @@ def flags(*names):
     return {"type": "array", "items": {"type": "string", "enum": list(names)}, "uniqueItems": True}
 
 
+NULL = {"type": "null"}
+
+
 def result_of(ok, err):
+    """A nested result<T, E>; a missing T or E (None here): its value is null."""
     return {"oneOf": [
-        {"type": "object", "properties": {"ok": ok}, "required": ["ok"], "additionalProperties": False},
-        {"type": "object", "properties": {"err": err}, "required": ["err"], "additionalProperties": False},
+        {"type": "object", "properties": {"ok": NULL if ok is None else ok},
+         "required": ["ok"], "additionalProperties": False},
+        {"type": "object", "properties": {"err": NULL if err is None else err},
+         "required": ["err"], "additionalProperties": False},
     ]}
 
 
@@ -282,7 +288,10 @@ limits = {{ deadline = "10s" }}
 
 @pytest.fixture(scope="module")
 def mcp(server):
+    """A session that sends the API key (types.echo-string wants it; the
+    other tools ignore it)."""
     c = Mcp(server.url)
+    c.http.headers["x-api-key"] = API_KEY
     c.initialize()
     return c
 
@@ -535,7 +544,7 @@ def test_a_record_result_is_the_structured_content_itself(mcp):
 
 
 def test_a_string_result_is_the_text_as_is(mcp):
-    r = ok(mcp.call(T + "echo-string", {"v": "{\"not\": \"json\"}"}, headers={"x-api-key": API_KEY}))
+    r = ok(mcp.call(T + "echo-string", {"v": "{\"not\": \"json\"}"}))
     assert r["content"] == [{"type": "text", "text": "{\"not\": \"json\"}"}]
     assert r["structuredContent"] == {"result": "{\"not\": \"json\"}"}
 
@@ -696,8 +705,25 @@ def test_hangar_check_names_the_resource_function(tmp_path):
     assert out.returncode != 0, out.stdout + out.stderr
     lines = [line for line in (out.stdout + out.stderr).splitlines() if "counter-value" in line]
     assert any("resource" in line for line in lines), out.stdout + out.stderr
-    # The other functions are there.
+    # The other functions are there, each with its derived schemas.
     assert f"{K}add" in out.stdout and f"{T}echo-u64" in out.stdout, out.stdout
+    assert check_schemas(out.stdout, T + "echo-perms") == KITCHEN_TOOLS[T + "echo-perms"]
+    assert check_schemas(out.stdout, T + "make-point") == KITCHEN_TOOLS[T + "make-point"]
+    assert check_schemas(out.stdout, K + "record-note") == KITCHEN_TOOLS[K + "record-note"]
+
+
+def check_schemas(out: str, tool: str):
+    """(input, output) schemas `hangar check` prints under `tool  NAME (…)`
+    (output None when it prints none)."""
+    lines = out.splitlines()
+    [at] = [i for i, line in enumerate(lines) if line.strip().startswith(f"tool  {tool} ")]
+    schemas = {}
+    for line in lines[at + 1:]:
+        words = line.split(None, 1)
+        if len(words) != 2 or words[0] not in ("input", "output"):
+            break
+        schemas[words[0]] = json.loads(words[1])
+    return schemas.get("input"), schemas.get("output")
 
 
 # --- limits, grants, auth: the same host ---------------------------------------------------
@@ -715,6 +741,23 @@ def test_a_loop_is_stopped_by_its_deadline_and_the_next_call_works(ungranted):
     message = call_error(c.call(K + "spin", {"n": 0}), "handler")
     assert message == "handler: deadline of 1000 ms exceeded", message
     assert value_of(c.call(K + "spin", {"n": 10})) == 10
+
+
+def test_metrics_are_labelled_with_the_catalog_name(server):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def calls(outcome):
+        text = httpx.get(server.url + "/metrics").text
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == "hangar_calls_total" and s.labels.get("tool") == K + "checked-div"
+                   and s.labels.get("outcome") == outcome)
+
+    before_ok, before_err = calls("ok"), calls("tool_error")
+    c = Mcp(server.url)
+    value_of(c.call(K + "checked-div", {"a": 4, "b": 2}))
+    value_of(c.call(K + "checked-div", {"a": 6, "b": 2}))
+    tool_error(c.call(K + "checked-div", {"a": 1, "b": 0}))
+    assert (calls("ok") - before_ok, calls("tool_error") - before_err) == (2, 1)
 
 
 def test_fetch_reaches_a_granted_host(server, upstream):
@@ -739,16 +782,20 @@ def test_fetch_without_a_grant_is_refused(ungranted, upstream):
     assert f"not granted to plugin {KITCHEN}" in ungranted.log_text()
 
 
-def test_auth_by_tools_config_applies_to_a_typed_tool(server, mcp):
-    refused = mcp.call(T + "echo-string", {"v": "hi"})
+def test_auth_by_tools_config_applies_to_a_typed_tool(server):
+    anonymous = Mcp(server.url)
+    anonymous.initialize()
+    refused = anonymous.call(T + "echo-string", {"v": "hi"})
     assert call_error(refused, "auth") == "Unauthorized"
-    refused = mcp.call(T + "echo-string", {"v": "hi"}, headers={"x-api-key": "wrong"})
+    refused = anonymous.call(T + "echo-string", {"v": "hi"}, headers={"x-api-key": "wrong"})
     assert call_error(refused, "auth") == "Unauthorized"
-    assert value_of(mcp.call(T + "echo-string", {"v": "hi"}, headers={"x-api-key": API_KEY})) == "hi"
+    assert value_of(anonymous.call(T + "echo-string", {"v": "hi"}, headers={"x-api-key": API_KEY})) == "hi"
     # The other typed tools have no check.
-    assert value_of(mcp.call(T + "echo-u8", {"v": 1})) == 1
+    assert value_of(anonymous.call(T + "echo-u8", {"v": 1})) == 1
     r = httpx.post(server.url + f"/tools/{T}echo-string/call", json={"v": "rest"})
     assert r.status_code == 401
+    r = httpx.post(server.url + f"/tools/{T}echo-string/call", json={"v": "rest"}, headers={"x-api-key": API_KEY})
+    assert r.status_code == 200 and r.json()["structuredContent"] == {"result": "rest"}
 
 
 def test_rest_calls_a_typed_tool(server):
