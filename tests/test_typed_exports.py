@@ -244,9 +244,11 @@ def upstream():
 @pytest.fixture(scope="module")
 def server(start_server, upstream):
     """Every typed guest, with grants to the upstream, an auth check on one
-    typed tool and a small fuel budget on the looping one."""
+    typed tool, an output mapper on another and a small fuel budget on the
+    looping one."""
     port = upstream.server_address[1]
-    return start_server(plugins=(KITCHEN, "typed-echo", "js-typed", "py-typed", "echo", "api-key"), config=f"""
+    return start_server(plugins=(KITCHEN, "typed-echo", "js-typed", "py-typed", "echo", "api-key", "redact"),
+                        config=f"""
 auth_failures = "1000/m"
 
 [plugins.typed-kitchen]
@@ -265,6 +267,10 @@ auth = {{ plugin = "api-key", policy = {{ header = "x-api-key" }} }}
 [[tools]]
 name = "{K}spin"
 limits = {{ fuel = 50_000_000, deadline = "30s" }}
+
+[[tools]]
+name = "{K}describe"
+mappers = {{ output = "redact" }}
 
 [[tools]]
 name = "js-typed.fetch"
@@ -796,6 +802,12 @@ def test_auth_by_tools_config_applies_to_a_typed_tool(server):
     assert r.status_code == 401
     r = httpx.post(server.url + f"/tools/{T}echo-string/call", json={"v": "rest"}, headers={"x-api-key": API_KEY})
     assert r.status_code == 200 and r.json()["structuredContent"] == {"result": "rest"}
+
+
+def test_an_output_mapper_by_tools_config_applies_to_a_typed_tool(mcp):
+    r = ok(mcp.call(K + "describe", {"name": "ada@example.org", "age": 36}))
+    assert r["content"] == [{"type": "text", "text": "[redacted] is 36"}]
+    assert "ada@example.org" not in json.dumps(r)
 
 
 def test_rest_calls_a_typed_tool(server):
