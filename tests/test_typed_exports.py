@@ -131,6 +131,7 @@ def wrapped(s):
 POINT = record({"x": integer("s32"), "y": integer("s32"), "label": option(STRING)}, optional=("label",))
 SHAPE = variant(case("circle", NUMBER), case("square", integer("u32")), case("named", STRING), case("empty"))
 COLOR = enum("red", "green", "blue")
+SETTINGS = record({"max-size": integer("u32"), "dry-run": BOOL})
 PERMS = flags("read", "write", "exec")
 
 # Every tool typed-kitchen offers, with its whole inputSchema and outputSchema
@@ -158,6 +159,7 @@ KITCHEN_TOOLS = {
     T + "echo-unit-results": (params({"v": array(result_of(None, COLOR))}),
                               wrapped(array(result_of(None, COLOR)))),
     T + "echo-option-option": (params({"v": option(BYTES_IN)}, optional=("v",)), wrapped(option(BYTES_OUT))),
+    T + "echo-settings": (params({"s": SETTINGS}), SETTINGS),
     T + "make-point": (params({"x": integer("s32"), "y": integer("s32")}), POINT),
     T + "lookup": (params({"key": STRING}), POINT),
     T + "divide": (params({"x": NUMBER, "y": NUMBER}), wrapped(NUMBER)),
@@ -169,6 +171,10 @@ KITCHEN_TOOLS = {
     K + "record-note": (params({"note": STRING}), None),
     K + "spin": (params({"n": integer("u64")}), wrapped(integer("u64"))),
     K + "fetch": (params({"url": STRING}), wrapped(STRING)),
+    K + "hello": (params({}), wrapped(STRING)),
+    K + "bump": (params({}), wrapped(integer("u32"))),
+    K + "greet": (params({"first-name": STRING, "last-name": option(STRING)}, optional=("last-name",)),
+                  wrapped(STRING)),
 }
 
 # Descriptions when the component carries no package-docs (a plain
@@ -180,6 +186,8 @@ SIGNATURES = {
     K + "maybe-fail": "maybe-fail(fail: bool) -> result<_, string>",
     K + "record-note": "record-note(note: string)",
     K + "fetch": "fetch(url: string) -> result<string, string>",
+    K + "hello": "hello() -> string",
+    K + "greet": "greet(first-name: string, last-name: option<string>) -> string",
     T + "echo-u64": "echo-u64(v: u64) -> u64",
     T + "echo-list": "echo-list(v: list<string>) -> list<string>",
     T + "echo-option": "echo-option(v: option<u32>) -> option<u32>",
@@ -560,6 +568,26 @@ def test_world_level_functions(mcp):
     assert value_of(mcp.call(K + "add", {"a": 2147483647, "b": 1})) == -2147483648
 
 
+def test_a_function_without_parameters(mcp):
+    assert value_of(mcp.call(K + "hello", {})) == "hello"
+    assert value_of(mcp.call(K + "hello")) == "hello"  # no `arguments` at all
+    assert "'x'" in invalid(mcp.call(K + "hello", {"x": 1}))
+
+
+def test_kebab_case_names_are_kept_verbatim(mcp):
+    assert value_of(mcp.call(K + "greet", {"first-name": "Ada", "last-name": "Lovelace"})) == \
+        "Hello, Ada Lovelace!"
+    assert value_of(mcp.call(K + "greet", {"first-name": "Ada"})) == "Hello, Ada!"
+    assert "first_name" in invalid(mcp.call(K + "greet", {"first_name": "Ada"}))
+    s = ok(mcp.call(T + "echo-settings", {"s": {"max-size": 10, "dry-run": True}}))["structuredContent"]
+    assert s == {"max-size": 10, "dry-run": True}
+
+
+def test_every_call_gets_a_fresh_instance(mcp):
+    # `bump` counts its calls in a static: a reused instance would answer 2.
+    assert [value_of(mcp.call(K + "bump", {})) for _ in range(3)] == [1, 1, 1]
+
+
 def test_the_python_sdk_calls_typed_tools(server):
     r = sdk_call(server, T + "make-point", {"x": 1, "y": 2})
     assert r.isError is False
@@ -624,6 +652,7 @@ def invalid(r):
     ("echo-u32", 4294967296),
     ("echo-s64", -9223372036854775809),
     ("echo-u64", -1),
+    ("echo-bytes", [1, 256]),
 ])
 def test_out_of_range_integers_are_refused_naming_the_parameter(mcp, tool, value):
     assert "/v" in invalid(mcp.call(T + tool, {"v": value}))

@@ -13,8 +13,9 @@ wit_bindgen::generate!({
 });
 
 use exports::test::kitchen::types::{
-    self, Color, Counter, ErrorInfo, GuestCounter, Perms, Point, Shape,
+    self, Color, Counter, ErrorInfo, GuestCounter, Perms, Point, Settings, Shape,
 };
+use std::sync::atomic::{AtomicU32, Ordering};
 use wstd::http::{Body, Client, Request};
 
 struct Kitchen;
@@ -102,6 +103,9 @@ impl types::Guest for Kitchen {
     fn echo_option_option(v: Option<Vec<u8>>) -> Option<Vec<u8>> {
         v
     }
+    fn echo_settings(s: Settings) -> Settings {
+        s
+    }
     fn make_point(x: i32, y: i32) -> Point {
         Point { x, y, label: None }
     }
@@ -169,6 +173,22 @@ impl Guest for Kitchen {
             i = std::hint::black_box(i.wrapping_add(1));
         }
         i
+    }
+
+    fn hello() -> String {
+        "hello".into()
+    }
+
+    fn bump() -> u32 {
+        static CALLS: AtomicU32 = AtomicU32::new(0);
+        CALLS.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn greet(first_name: String, last_name: Option<String>) -> String {
+        match last_name {
+            Some(last) => format!("Hello, {first_name} {last}!"),
+            None => format!("Hello, {first_name}!"),
+        }
     }
 
     fn fetch(url: String) -> Result<String, String> {
