@@ -60,6 +60,8 @@ def integer(width):
 
 BOOL = {"type": "boolean"}
 NUMBER = {"type": "number"}
+# f32's finite range: a larger number would reach the guest as infinity.
+F32 = {"type": "number", "minimum": -3.4028234663852886e38, "maximum": 3.4028234663852886e38}
 STRING = {"type": "string"}
 CHAR = {"type": "string", "minLength": 1, "maxLength": 1}
 BYTES_IN = {"anyOf": [{"type": "array", "items": integer("u8")},
@@ -139,7 +141,7 @@ PERMS = flags("read", "write", "exec")
 KITCHEN_TOOLS = {
     T + "echo-bool": (params({"v": BOOL}), wrapped(BOOL)),
     **{T + f"echo-{w}": (params({"v": integer(w)}), wrapped(integer(w))) for w in BOUNDS},
-    T + "echo-f32": (params({"v": NUMBER}), wrapped(NUMBER)),
+    T + "echo-f32": (params({"v": F32}), wrapped(F32)),
     T + "echo-f64": (params({"v": NUMBER}), wrapped(NUMBER)),
     T + "echo-char": (params({"v": CHAR}), wrapped(CHAR)),
     T + "echo-string": (params({"v": STRING}), wrapped(STRING)),
@@ -411,10 +413,9 @@ def test_each_exported_function_is_a_tool_named_after_it(server):
     assert not [n for n in tools if "wasi" in n or n.endswith(".run")], sorted(tools)
     assert {n for n in tools if n.startswith("js-typed.")} == \
         {n for n in POLYGLOT_TOOLS if n.startswith("js-typed.")}
-    # (Every componentize-py component also exports an instance `exports`
-    # with componentize-py's own `init`; the contract does not say what
-    # becomes of it, so only the functions of py-typed's WIT are checked.)
-    assert {n for n in tools if n.startswith("py-typed.")} >= \
+    # Every componentize-py component also exports an instance `exports`
+    # with componentize-py's own build-time `init`: not a tool.
+    assert {n for n in tools if n.startswith("py-typed.")} == \
         {n for n in POLYGLOT_TOOLS if n.startswith("py-typed.")}
     assert "echo" in tools  # a tool-world plugin beside them, as before
 
@@ -656,6 +657,17 @@ def invalid(r):
 ])
 def test_out_of_range_integers_are_refused_naming_the_parameter(mcp, tool, value):
     assert "/v" in invalid(mcp.call(T + tool, {"v": value}))
+
+
+def test_a_number_past_f32s_range_is_refused_not_made_infinite(mcp):
+    assert "/v" in invalid(mcp.call(T + "echo-f32", {"v": 1e39}))
+    assert "/v" in invalid(mcp.call(T + "echo-f32", {"v": -1e39}))
+    assert value_of(mcp.call(T + "echo-f32", {"v": 3.0e38})) == pytest.approx(3.0e38, rel=1e-6)
+
+
+def test_a_whole_float_is_an_integer_as_json_schema_says(mcp):
+    assert value_of(mcp.call(T + "echo-u8", {"v": 2.0})) == 2
+    assert value_of(mcp.call(T + "echo-s64", {"v": -4.0})) == -4
 
 
 def test_u64_max_plus_one_is_refused(mcp):

@@ -35,10 +35,19 @@ fn bad(path: &Path, what: impl std::fmt::Display) -> String {
 /// absent or null).
 pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
     let int = |min: i128, max: i128| -> Result<i128, String> {
+        // JSON Schema counts `2.0` as an integer; so does this, while the
+        // float is exact (a larger one, like -9223372036854775809 read as a
+        // double, may stand for a neighbour).
+        let whole = || {
+            json.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() <= 2f64.powi(53))
+                .map(|f| f as i128)
+        };
         let n = json
             .as_i64()
             .map(i128::from)
             .or_else(|| json.as_u64().map(i128::from))
+            .or_else(whole)
             .ok_or_else(|| bad(path, format!("expected an integer, got {}", kind(json))))?;
         if n < min || n > max {
             return Err(bad(path, format!("{n} is out of range {min}..={max}")));
@@ -58,7 +67,13 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
         Type::U32 => Val::U32(int(0, u32::MAX.into())? as u32),
         Type::S64 => Val::S64(int(i64::MIN.into(), i64::MAX.into())? as i64),
         Type::U64 => Val::U64(int(0, u64::MAX.into())? as u64),
-        Type::Float32 => Val::Float32(number(json, path)? as f32),
+        Type::Float32 => {
+            let f = number(json, path)?;
+            if f.abs() > f64::from(f32::MAX) {
+                return Err(bad(path, format!("{f} is out of the range of f32")));
+            }
+            Val::Float32(f as f32)
+        }
         Type::Float64 => Val::Float64(number(json, path)?),
         Type::Char => {
             let s = string(json, path)?;

@@ -51,7 +51,10 @@ impl TypedExports {
                     let export = component.get_export_index(None, name);
                     out.add(name.to_string(), export, &func, docs);
                 }
-                ComponentItem::ComponentInstance(instance) if !name.starts_with("wasi:") => {
+                ComponentItem::ComponentInstance(instance)
+                    if !name.starts_with("wasi:")
+                        && !is_toolchain_hook(name, &instance, engine) =>
+                {
                     let Some(iface) = component.get_export_index(None, name) else {
                         continue;
                     };
@@ -192,6 +195,28 @@ fn text_of(value: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// componentize-py leaves its build-time pre-initialisation hook exported
+/// in every component it builds: an instance `exports` whose one function is
+/// `init(app-name, symbols, stub-wasi)`. It is the toolchain's, not a tool.
+fn is_toolchain_hook(
+    name: &str,
+    instance: &wasmtime::component::types::ComponentInstance,
+    engine: &Engine,
+) -> bool {
+    if name != "exports" {
+        return false;
+    }
+    let funcs: Vec<_> = instance
+        .exports(engine)
+        .filter_map(|(fname, item)| match item.ty {
+            ComponentItem::ComponentFunc(f) => Some((fname, f)),
+            _ => None,
+        })
+        .collect();
+    matches!(funcs.as_slice(), [(fname, f)]
+        if *fname == "init" && f.params().next().is_some_and(|(p, _)| p == "app-name"))
 }
 
 /// `ns:pkg/iface@1.0.0` → `iface`.

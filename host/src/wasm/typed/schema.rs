@@ -54,7 +54,12 @@ pub fn of(ty: &Type, way: Way) -> Value {
         Type::U32 => int(0, u32::MAX as i128),
         Type::S64 => int(i64::MIN as i128, i64::MAX as i128),
         Type::U64 => int(0, u64::MAX as i128),
-        Type::Float32 | Type::Float64 => json!({"type": "number"}),
+        Type::Float32 => json!({
+            "type": "number",
+            "minimum": -f64::from(f32::MAX),
+            "maximum": f64::from(f32::MAX),
+        }),
+        Type::Float64 => json!({"type": "number"}),
         Type::Char => json!({"type": "string", "minLength": 1, "maxLength": 1}),
         Type::String => json!({"type": "string"}),
         Type::List(l) if l.ty() == Type::U8 => {
