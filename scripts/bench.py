@@ -517,7 +517,8 @@ def row(name, b_name, a_samples, b_samples):
     ratios = [x["rps"] / y["rps"] for x, y in zip(a_samples, b_samples)]
     # Three places: the observability rows' goal sits at 0.95, where two would round either way.
     print(f"{name}: {a['rps']:.0f} req/s vs {b_name} {b['rps']:.0f} → {statistics.median(ratios):.3f} "
-          f"(mean of the pair ratios {statistics.mean(ratios):.3f}, {len(ratios)} pairs)", flush=True)
+          f"(mean of the pair ratios {statistics.mean(ratios):.3f}, {min(ratios):.2f}–{max(ratios):.2f}, "
+          f"{len(ratios)} pairs)", flush=True)
     return (name, b_name, a, b, statistics.median(ratios), min(ratios), max(ratios))
 
 

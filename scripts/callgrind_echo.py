@@ -1,13 +1,19 @@
 """Instructions per MCP echo call, counted by callgrind: one server under
 valgrind (max_instances = 2: valgrind cannot reserve a larger pool), 300
 calls of warm-up on one connection, counters zeroed, 2000 calls, dumped.
-  python3 scripts/callgrind_echo.py HANGAR_BIN TAG     (output in /tmp/cg/TAG)
+  python3 scripts/callgrind_echo.py HANGAR_BIN TAG [TOOL]    (output in /tmp/cg/TAG)
+TOOL is `echo` (the tool world's) by default, or `typed-echo.echo`: the same
+echo as a plain component's typed export (tests' typed-echo, from
+target/test-plugins). Both are loaded either way.
 Repeatable to the instruction for the same binary, whatever else runs."""
 import http.client, json, os, subprocess, sys, time, glob, shutil
 binary, tag = sys.argv[1], sys.argv[2]
+tool = sys.argv[3] if len(sys.argv) > 3 else "echo"
 work = f"/tmp/cg/{tag}"
 shutil.rmtree(work, ignore_errors=True); os.makedirs(work + "/plugins")
-shutil.copy(os.path.join(os.path.dirname(__file__), "..", "plugins", "echo.wasm"), work + "/plugins/echo.wasm")
+root = os.path.join(os.path.dirname(__file__), "..")
+shutil.copy(os.path.join(root, "plugins", "echo.wasm"), work + "/plugins/echo.wasm")
+shutil.copy(os.path.join(root, "target", "test-plugins", "typed-echo.wasm"), work + "/plugins/typed-echo.wasm")
 open(work + "/h.toml", "w").write('[server]\ncache_dir = "/tmp/cg/cache"\nmax_instances = 2\n')
 port = 18000 + (hash(tag) % 1000)
 env = {**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1"}
@@ -28,7 +34,7 @@ out = f"{work}/cg.out"
 p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + args, env=env,
                      stdout=subprocess.DEVNULL, stderr=open(work + "/vg.log", "w"))
 up()
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hello"}}})
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hello"}}})
 h = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 def calls(n):
