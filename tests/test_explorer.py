@@ -258,3 +258,35 @@ tools = ["links"]
         page.close()
     finally:
         u.stop()
+
+
+def test_the_explorer_builds_forms_from_a_plain_components_derived_schemas(start_server, browser):
+    """A plain component's schemas have unions: an `option` is a form field
+    of its one real type, left out when empty; a variant is a JSON field."""
+    s = start_server(plugins=("typed-kitchen",))
+    page = browser.new_page()
+    page.goto(s.url + "/ui")
+    page.wait_for_selector('#tools li[data-tool="typed-kitchen.describe"]')
+
+    # describe(name: string, age: option<u32>): age is a number field.
+    page.click('#tools li[data-tool="typed-kitchen.describe"]')
+    assert page.locator("#f-age").get_attribute("type") == "number"
+    page.fill("#f-name", "Ada")
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    without_age = page.locator("#outcome .text").inner_text()
+    page.fill("#f-age", "36")
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    with_age = page.locator("#outcome .text").inner_text()
+    assert "Ada" in without_age and "36" not in without_age, without_age
+    assert "Ada" in with_age and "36" in with_age, with_age
+
+    # echo-shape(v: variant): a JSON field, sent as typed.
+    page.click('#tools li[data-tool="typed-kitchen.types.echo-shape"]')
+    page.wait_for_selector("textarea#f-v")
+    page.fill("#f-v", '{"tag": "square", "val": 4}')
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    assert json.loads(page.locator("#outcome .text").inner_text()) == {"tag": "square", "val": 4}
+    page.close()
