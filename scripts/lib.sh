@@ -118,23 +118,29 @@ up_to_date() {
 }
 
 build_js_plugins() {
-  local entry dir world http out
+  local entry dir world http
   for entry in "${JS_PLUGINS[@]}"; do
     IFS=: read -r dir world http <<<"$entry"
-    out="$ROOT/plugins/$dir.wasm"
-    up_to_date "$out" "$ROOT/plugins/$dir" && continue
-    # -d http fetch-event: no wasi:http import, unless the plugin uses fetch
-    # (its requests then go through the operator's grants).
-    local features=(-d http fetch-event)
-    [ "$http" = http ] && features=(-d fetch-event)
-    log "building $dir (JavaScript, $world world${http:+, with wasi:http})"
-    (
-      cd "$ROOT/plugins/$dir"
-      [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
-      node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
-        --wit "$ROOT/wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
-    )
+    componentize_js "$ROOT/plugins/$dir" "$ROOT/wit" "$world" "$http" "$ROOT/plugins/$dir.wasm" "$world world"
   done
+}
+
+# Builds the JavaScript component in dir $1 (app.js) against WIT $2, world $3,
+# into $5 unless up to date; $4 = http when it uses fetch; $6 says what it is.
+componentize_js() {
+  local src="$1" wit="$2" world="$3" http="$4" out="$5" what="$6"
+  up_to_date "$out" "$src" && return 0
+  # -d http fetch-event: no wasi:http import, unless the plugin uses fetch
+  # (its requests then go through the operator's grants).
+  local features=(-d http fetch-event)
+  [ "$http" = http ] && features=(-d fetch-event)
+  log "building $(basename "$src") (JavaScript, $what${http:+, with wasi:http})"
+  (
+    cd "$src"
+    [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
+    node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
+      --wit "$wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
+  )
 }
 
 # The plain Python and JavaScript components of tests/plugins, each from its
@@ -153,21 +159,12 @@ build_plain_py_plugins() {
 }
 
 build_plain_js_plugins() {
-  local entry dir world http src out
+  local entry dir world http src
   mkdir -p "$TEST_PLUGINS"
   for entry in "${PLAIN_JS_PLUGINS[@]}"; do
     IFS=: read -r dir world http <<<"$entry"
-    src="$ROOT/tests/plugins/$dir"; out="$TEST_PLUGINS/$dir.wasm"
-    up_to_date "$out" "$src" && continue
-    local features=(-d http fetch-event)
-    [ "$http" = http ] && features=(-d fetch-event)
-    log "building $dir (JavaScript, plain component, $world world${http:+, with wasi:http})"
-    (
-      cd "$src"
-      [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
-      node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
-        --wit "$src/wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
-    )
+    src="$ROOT/tests/plugins/$dir"
+    componentize_js "$src" "$src/wit" "$world" "$http" "$TEST_PLUGINS/$dir.wasm" "plain component, $world world"
   done
 }
 
