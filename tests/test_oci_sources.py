@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import HANGAR_BIN, Mcp, Server, free_port, plugin_path
+from conftest import HANGAR_BIN, Mcp, Server, free_port, plugin_path, wait_for
 
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 pytestmark = pytest.mark.skipif(not Path(REGISTRY_BIN).exists(),
@@ -317,3 +317,23 @@ def test_a_plain_http_registry_not_listed_as_insecure_is_refused(tmp_path, regis
     out = hangar("push", plugin_path("echo"), ref, "--config", cfg)
     assert out.returncode == 1
     assert "[registries] insecure" in out.stderr
+
+
+def test_hot_reload_takes_a_new_source_and_pin(tmp_path, registry, servers):
+    first = push(tmp_path, registry, "echo", "tools/x:1")
+    second = push(tmp_path, registry, "wordcount", "tools/x:2")
+    base = f"oci://{registry.host}/tools/x"
+    s = servers(tmp_path / "srv", [], config=registries(registry) + source("remote", f"{base}:1", first))
+    assert tools(s) == ["echo"]
+    s.config_path.write_text(s.config_path.read_text().replace(f"{base}:1", f"{base}:2")
+                             .replace(first, second))
+    wait_for(lambda: tools(s) == ["wordcount"], 30, "the reload to take the new pin")
+    assert problems(s) == []
+    # A pin that does not match on reload: the reload fails, the catalog in service stays.
+    s.config_path.write_text(s.config_path.read_text().replace(second, first))
+    health = lambda: httpx.get(s.url + "/healthz").json()  # noqa: E731
+    wait_for(lambda: health()["reload"]["failed"] >= 1, 30, "the reload to fail")
+    last = health()["reload"]["last"]
+    assert last["outcome"] == "failed"
+    assert f"does not match the pinned {first}" in last["error"]
+    assert tools(s) == ["wordcount"]
