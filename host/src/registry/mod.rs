@@ -299,7 +299,7 @@ async fn pull_one(
         .pull_manifest_raw(reference, &auth, &accepted)
         .await
         .map_err(|e| {
-            let insecure = registries.insecure.iter().any(|h| *h == registry);
+            let insecure = registries.insecure.contains(&registry);
             let text = explain(&e, &registry, insecure);
             if unreachable(&e) {
                 PullError::Unreachable(text)
@@ -512,7 +512,7 @@ pub async fn push(config: &Config, file: &Path, target: &str) -> anyhow::Result<
     let registry = reference.resolve_registry().to_string();
     let auth = auth_for(&config.registries, &registry).map_err(|e| anyhow::anyhow!(e))?;
     let client = client(&config.registries);
-    let insecure = config.registries.insecure.iter().any(|h| *h == registry);
+    let insecure = config.registries.insecure.contains(&registry);
     let fail = |e: oci_client::errors::OciDistributionError| {
         anyhow::anyhow!("{}", explain(&e, &registry, insecure))
     };
