@@ -376,3 +376,16 @@ def test_registry_credentials_from_the_environment(tmp_path, servers):
         assert "REGISTRY_PASSWORD" in p["error"] and '"remote"' in p["error"], p
     finally:
         registry.stop()
+
+
+def test_a_registry_outage_blocks_no_reload_of_a_cached_pin(tmp_path, registry, servers):
+    digest = push(tmp_path, registry, "echo", "tools/echo:1.0")
+    ref = f"oci://{registry.host}/tools/echo:1.0"
+    s = servers(tmp_path / "srv", [], config=registries(registry) + source("remote", ref, digest))
+    assert tools(s) == ["echo"]
+    registry.stop()
+    shutil.copy(plugin_path("wordcount"), s.plugins_dir / "wordcount.wasm")
+    wait_for(lambda: tools(s) == ["echo", "wordcount"], 30, "the reload to take the new file")
+    assert httpx.get(s.url + "/healthz").json()["reload"]["failed"] == 0
+    assert problems(s) == []
+    call_echo(s)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::registry::Resolution;
+use crate::registry::{Ask, Resolution};
 use crate::wasm::engine::EngineOptions;
 use crate::wasm::sched::SchedOptions;
 use crate::wasm::{self, Discovery, LoadFailure, Runtime};
@@ -122,7 +122,7 @@ impl Loader {
     /// on what makes serving impossible (a duplicate tool name, an
     /// unreadable plugins directory).
     pub async fn build(&self, config: &Config) -> anyhow::Result<Generation> {
-        let resolution = crate::registry::resolve(config).await;
+        let resolution = crate::registry::resolve(config, Ask::Always).await;
         let (discovery, meta_problems) = self.discover(config, &resolution)?;
         self.finish(config, discovery, meta_problems, resolution)
             .await
@@ -135,8 +135,8 @@ impl Loader {
         config: Arc<Config>,
     ) -> anyhow::Result<Generation> {
         // Sources are resolved again on every rebuild: a changed `source`
-        // or `digest` takes effect, an unchanged pin comes from the cache.
-        let resolution = crate::registry::resolve(&config).await;
+        // or `digest` takes effect; a pin already cached comes from the cache.
+        let resolution = crate::registry::resolve(&config, Ask::UnlessPinnedAndCached).await;
         let (loader, cfg, res) = (self.clone(), config.clone(), resolution.clone());
         let (discovery, meta_problems) =
             tokio::task::spawn_blocking(move || loader.discover(&cfg, &res))

@@ -372,7 +372,7 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
 
 async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
     let (config, _) = load_config(path, None)?;
-    let resolution = hangar::registry::resolve(&config).await;
+    let resolution = hangar::registry::resolve(&config, hangar::registry::Ask::Always).await;
     for r in &resolution.resolved {
         println!(
             "  ok    {} {} {} (from {})",

@@ -383,6 +383,7 @@ async fn resolve_one(
     name: &str,
     source_text: &str,
     digest: Option<&str>,
+    ask: Ask,
     out: &mut Resolution,
 ) {
     let problem = |reason: String| Problem {
@@ -399,6 +400,22 @@ async fn resolve_one(
             return;
         }
     };
+    // Only when this very reference last resolved to the pin: a tag that
+    // moved since is asked again (and refused).
+    if ask == Ask::UnlessPinnedAndCached
+        && let Some(pin) = &pin
+        && store.refs().get(&source.reference.whole()) == Some(pin)
+        && let Some(path) = from_cache(store, pin)
+    {
+        out.resolved.push(Resolved {
+            name: name.to_string(),
+            source: source_text.to_string(),
+            digest: pin.clone(),
+            path,
+            fetched: Fetched::Cache,
+        });
+        return;
+    }
     match pull_one(client, &config.registries, store, &source, pin.as_deref()).await {
         Ok((digest, path)) => {
             tracing::info!(plugin = name, source = source_text, %digest, "pulled from the registry");
@@ -455,9 +472,21 @@ async fn resolve_one(
     }
 }
 
+/// When the registry is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Always (start-up, `hangar check`, `hangar pull`): the cache is the
+    /// fallback, and using it is a problem.
+    Always,
+    /// Not for a pinned digest already cached as what this reference
+    /// resolved to (a reload): its bytes cannot have changed, and a registry
+    /// outage then blocks no reload.
+    UnlessPinnedAndCached,
+}
+
 /// Resolves every `[plugins.X]` with a `source`, one after another (each
 /// registry is asked once per plugin).
-pub async fn resolve(config: &Config) -> Resolution {
+pub async fn resolve(config: &Config, ask: Ask) -> Resolution {
     let mut out = Resolution::default();
     let sources: Vec<_> = config
         .plugins
@@ -479,7 +508,7 @@ pub async fn resolve(config: &Config) -> Resolution {
     let client = client(&config.registries);
     let store = Store::new(&config.server.cache_dir);
     for (name, source, digest) in sources {
-        resolve_one(&client, config, &store, name, source, digest, &mut out).await;
+        resolve_one(&client, config, &store, name, source, digest, ask, &mut out).await;
     }
     out
 }
