@@ -380,9 +380,7 @@ async fn resolve_one(
     client: &Client,
     config: &Config,
     store: &Store,
-    name: &str,
-    source_text: &str,
-    digest: Option<&str>,
+    (name, source_text, digest): (&str, &str, Option<&str>),
     ask: Ask,
     out: &mut Resolution,
 ) {
@@ -508,7 +506,15 @@ pub async fn resolve(config: &Config, ask: Ask) -> Resolution {
     let client = client(&config.registries);
     let store = Store::new(&config.server.cache_dir);
     for (name, source, digest) in sources {
-        resolve_one(&client, config, &store, name, source, digest, ask, &mut out).await;
+        resolve_one(
+            &client,
+            config,
+            &store,
+            (name, source, digest),
+            ask,
+            &mut out,
+        )
+        .await;
     }
     out
 }
