@@ -1,6 +1,7 @@
 //! The layers run one way: surfaces (`mcp`, `rest`, `server`) → `pipeline`
 //! → `catalog` → backends (`wasm`, `db`, `upstream`, `files`) → the call
-//! vocabulary (`call`). `cluster` (the replicas' shared Redis) is below all
+//! vocabulary (`call`). `registry` (plugins pulled from OCI registries)
+//! is below the loader and names none of them. `cluster` (the replicas' shared Redis) is below all
 //! of them. This test reads the sources and fails when a module names a
 //! layer above it.
 
@@ -19,6 +20,13 @@ const RULES: &[(&str, &[&str])] = &[
         "call",
         &[
             "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
+        ],
+    ),
+    (
+        "registry",
+        &[
+            "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
+            "loader",
         ],
     ),
     ("wasm", &["pipeline", "catalog", "mcp", "rest", "server"]),

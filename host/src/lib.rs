@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod outbound;
 pub mod pipeline;
+pub mod registry;
 pub mod reload;
 pub mod rest;
 pub mod scaffold;
@@ -129,6 +130,8 @@ pub struct LoadReport {
     pub loaded: Vec<LoadedEntry>,
     pub from_cache: usize,
     pub compiled: usize,
+    /// The plugins pulled from a registry (or its cache), by plugin name.
+    pub sources: Vec<registry::Resolved>,
 }
 
 impl Hangar {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::registry::{Ask, Resolution};
 use crate::wasm::engine::EngineOptions;
 use crate::wasm::sched::SchedOptions;
 use crate::wasm::{self, Discovery, LoadFailure, Runtime};
@@ -121,8 +122,10 @@ impl Loader {
     /// on what makes serving impossible (a duplicate tool name, an
     /// unreadable plugins directory).
     pub async fn build(&self, config: &Config) -> anyhow::Result<Generation> {
-        let (discovery, meta_problems) = self.discover(config)?;
-        self.finish(config, discovery, meta_problems).await
+        let resolution = crate::registry::resolve(config, Ask::Always).await;
+        let (discovery, meta_problems) = self.discover(config, &resolution)?;
+        self.finish(config, discovery, meta_problems, resolution)
+            .await
     }
 
     /// [`Loader::build`] with the compiling on a blocking thread, so the
@@ -131,15 +134,24 @@ impl Loader {
         self: &Arc<Self>,
         config: Arc<Config>,
     ) -> anyhow::Result<Generation> {
-        let (loader, cfg) = (self.clone(), config.clone());
-        let (discovery, meta_problems) = tokio::task::spawn_blocking(move || loader.discover(&cfg))
+        // Sources are resolved again on every rebuild: a changed `source`
+        // or `digest` takes effect; a pin already cached comes from the cache.
+        let resolution = crate::registry::resolve(&config, Ask::UnlessPinnedAndCached).await;
+        let (loader, cfg, res) = (self.clone(), config.clone(), resolution.clone());
+        let (discovery, meta_problems) =
+            tokio::task::spawn_blocking(move || loader.discover(&cfg, &res))
+                .await
+                .map_err(|e| anyhow::anyhow!("loading plugins panicked: {e}"))??;
+        self.finish(&config, discovery, meta_problems, resolution)
             .await
-            .map_err(|e| anyhow::anyhow!("loading plugins panicked: {e}"))??;
-        self.finish(&config, discovery, meta_problems).await
     }
 
     /// Loads the components; returns them and the config problems met.
-    fn discover(&self, config: &Config) -> anyhow::Result<(Discovery, Vec<LoadFailure>)> {
+    fn discover(
+        &self,
+        config: &Config,
+        resolution: &Resolution,
+    ) -> anyhow::Result<(Discovery, Vec<LoadFailure>)> {
         let (metas, mut meta_problems) = plugin_metas(config, &self.client);
         meta_problems.extend(self.kv_problems.iter().cloned());
         let meta = |name: &str| wasm::PluginMeta {
@@ -157,7 +169,14 @@ impl Loader {
                     ..Default::default()
                 })
         };
-        let discovery = self.runtime.load_dir(&config.server.plugins, &meta)?;
+        let named: Vec<_> = resolution
+            .resolved
+            .iter()
+            .map(|r| (r.name.clone(), r.path.clone()))
+            .collect();
+        let discovery = self
+            .runtime
+            .load_dir_with(&config.server.plugins, &named, &meta)?;
         Ok((discovery, meta_problems))
     }
 
@@ -166,6 +185,7 @@ impl Loader {
         config: &Config,
         discovery: Discovery,
         mut meta_problems: Vec<LoadFailure>,
+        resolution: Resolution,
     ) -> anyhow::Result<Generation> {
         let report = LoadReport {
             loaded: discovery
@@ -181,6 +201,7 @@ impl Loader {
                 .collect(),
             from_cache: discovery.count(wasm::Origin::Cache),
             compiled: discovery.count(wasm::Origin::Compiled),
+            sources: resolution.resolved,
         };
         for failure in &discovery.failures {
             tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
@@ -188,6 +209,20 @@ impl Loader {
         // Upstreams trust what guests' HTTPS trusts: the system roots and `[http] extra_ca`.
         let mut built =
             Catalog::build(config, discovery, self.client.tls(), self.cluster.clone()).await?;
+        // A refused source is its own problem; "configured but did not load" would repeat it.
+        let plugins_dir = &config.server.plugins;
+        built.problems.retain(|p| {
+            !resolution
+                .refused
+                .iter()
+                .any(|name| p.path == plugins_dir.join(format!("{name}.wasm")))
+        });
+        built
+            .problems
+            .extend(resolution.problems.iter().map(|p| LoadFailure {
+                path: std::path::PathBuf::from(&p.source),
+                error: p.message(),
+            }));
         built.problems.append(&mut meta_problems);
         Ok(Generation {
             catalog: built.catalog,

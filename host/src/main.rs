@@ -1,4 +1,4 @@
-//! The `hangar` command: `serve` and `check`.
+//! The `hangar` command: `serve`, `check`, `new`, `pull` and `push`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -147,6 +147,21 @@ enum Command {
         #[arg(long)]
         plugins: Option<PathBuf>,
     },
+    /// Pulls every plugin with an `oci://` source into the cache directory.
+    Pull {
+        #[arg(long, default_value = "hangar.toml")]
+        config: PathBuf,
+    },
+    /// Pushes a component as a Wasm OCI artifact; prints the manifest digest.
+    Push {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// Where to: `oci://host:port/repository:tag`.
+        target: String,
+        /// Its `[registries]` (insecure registries, credentials) apply.
+        #[arg(long, default_value = "hangar.toml")]
+        config: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -185,6 +200,17 @@ fn main() -> ExitCode {
                 plugins,
             } => serve(&config, listen, plugins).await,
             Command::Check { config, plugins } => check(&config, plugins).await,
+            Command::Pull { config } => pull(&config).await,
+            Command::Push {
+                file,
+                target,
+                config,
+            } => {
+                let (config, _) = load_config(&config, None)?;
+                let digest = hangar::registry::push(&config, &file, &target).await?;
+                println!("{digest}");
+                Ok(ExitCode::SUCCESS)
+            }
             Command::New {
                 kind,
                 name,
@@ -278,6 +304,12 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             world => format!("{} world", world.as_str()),
         };
         println!("  ok    {} ({kind}, {origin})", entry.path.display());
+        if let Some(source) = hangar.report.sources.iter().find(|s| s.name == entry.name) {
+            println!("        plugin {}", source.name);
+            println!("        source {}", source.source);
+            println!("        digest {}", source.digest);
+            println!("        from   {}", source.fetched.as_str());
+        }
         for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
             println!("        {line}");
         }
@@ -332,6 +364,33 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
         hangar.problems.len()
     );
     Ok(if hangar.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
+    let (config, _) = load_config(path, None)?;
+    let resolution = hangar::registry::resolve(&config, hangar::registry::Ask::Always).await;
+    for r in &resolution.resolved {
+        println!(
+            "  ok    {} {} {} (from {})",
+            r.name,
+            r.source,
+            r.digest,
+            r.fetched.as_str()
+        );
+    }
+    for p in &resolution.problems {
+        println!("  error {}", p.message());
+    }
+    println!(
+        "{} pulled, {} problems",
+        resolution.resolved.len(),
+        resolution.problems.len()
+    );
+    Ok(if resolution.problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

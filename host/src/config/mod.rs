@@ -21,6 +21,7 @@ mod offered;
 #[cfg(test)]
 mod properties;
 mod rate;
+mod registries;
 mod selection;
 mod server;
 mod upstreams;
@@ -32,6 +33,7 @@ pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
 pub use rate::RateLimit;
+pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
 pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
@@ -85,6 +87,9 @@ pub struct Config {
     pub artifacts: ArtifactsConfig,
     /// Replicas sharing state in Redis (`[cluster]`); none: all in-process.
     pub cluster: Option<ClusterConfig>,
+    /// OCI registries plugins with an `oci://` source come from.
+    #[serde(default)]
+    pub registries: RegistriesConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -112,6 +117,12 @@ pub struct PluginConfig {
     pub grants: Grants,
     /// Calls one caller may make to the plugin's tools together.
     pub rate_limit: Option<RateLimit>,
+    /// Where the component comes from instead of the plugins folder:
+    /// `oci://host:port/repo:tag` or `oci://host:port/repo@sha256:…`.
+    pub source: Option<String>,
+    /// The manifest digest the `source` must resolve to (`sha256:…`);
+    /// anything else is refused.
+    pub digest: Option<String>,
 }
 
 /// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a

@@ -180,18 +180,36 @@ impl Runtime {
         dir: &Path,
         meta: &(dyn Fn(&str) -> PluginMeta + Sync),
     ) -> anyhow::Result<Discovery> {
+        self.load_dir_with(dir, &[], meta)
+    }
+
+    /// [`Runtime::load_dir`] plus components elsewhere (pulled from a
+    /// registry), each named by its plugin name instead of its file stem.
+    pub fn load_dir_with(
+        &self,
+        dir: &Path,
+        named: &[(String, PathBuf)],
+        meta: &(dyn Fn(&str) -> PluginMeta + Sync),
+    ) -> anyhow::Result<Discovery> {
         let mut paths = wasm_files(dir)
             .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?;
         let mappers = dir.join("mappers");
         if mappers.is_dir() {
             paths.extend(wasm_files(&mappers)?);
         }
+        let mut names: Vec<Option<&str>> = vec![None; paths.len()];
+        for (name, path) in named {
+            paths.push(path.clone());
+            names.push(Some(name.as_str()));
+        }
         let results: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = paths
                 .iter()
-                .map(|p| {
-                    let by_convention = p.parent() == Some(mappers.as_path());
-                    s.spawn(move || self.load(p, by_convention, meta))
+                .zip(&names)
+                .map(|(p, name)| {
+                    let by_convention = name.is_none() && p.parent() == Some(mappers.as_path());
+                    let name = *name;
+                    s.spawn(move || self.load(p, name, by_convention, meta))
                 })
                 .collect();
             handles
@@ -213,6 +231,7 @@ impl Runtime {
     fn load(
         &self,
         path: &Path,
+        name: Option<&str>,
         by_convention: bool,
         meta: &(dyn Fn(&str) -> PluginMeta + Sync),
     ) -> Result<LoadedPlugin, String> {
@@ -231,7 +250,7 @@ impl Runtime {
             ms = started.elapsed().as_millis() as u64,
             "component loaded"
         );
-        let name = plugin_name(path);
+        let name = name.map_or_else(|| plugin_name(path), str::to_string);
         let meta = meta(&name);
         let (linker, sched) = (&self.linker, self.sched.clone());
         let kind = match self.world_of(&component)? {

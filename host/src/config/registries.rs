@@ -1,0 +1,35 @@
+//! `[registries]`: where plugins with an `oci://` source are pulled from.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `[registries]`: plain-HTTP registries and credentials per registry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistriesConfig {
+    /// Registries (`host:port`) spoken to over plain HTTP; all others over HTTPS.
+    #[serde(default)]
+    pub insecure: Vec<String>,
+    /// Credentials by registry (`host:port`); anonymous when absent.
+    #[serde(default)]
+    pub auth: BTreeMap<String, RegistryAuthConfig>,
+}
+
+/// `[registries.auth."host:port"]`: HTTP basic credentials (the registry
+/// may exchange them for a token); values may be `{{ env.VAR }}`.
+#[derive(Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryAuthConfig {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for RegistryAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryAuthConfig")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
