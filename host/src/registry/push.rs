@@ -1,0 +1,55 @@
+//! `hangar push`: a component published as the Wasm OCI artifact.
+
+use super::*;
+
+/// Pushes `file` as the Wasm OCI artifact to `target` (`oci://…:tag`);
+/// returns the manifest digest.
+pub async fn push(config: &Config, file: &Path, target: &str) -> anyhow::Result<String> {
+    let source = parse_source(target).map_err(|e| anyhow::anyhow!("{target}: {e}"))?;
+    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    if !bytes.starts_with(b"\0asm") {
+        anyhow::bail!("{}: not a WebAssembly file", file.display());
+    }
+    let layer = ImageLayer::new(bytes.clone(), WASM_LAYER_MEDIA_TYPE.to_string(), None);
+    let layer_digest = sha256(&bytes);
+    let wasm_config = serde_json::json!({
+        "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+    });
+    let blob_config = BlobConfig {
+        data: serde_json::to_vec(&wasm_config)?.into(),
+        media_type: WASM_CONFIG_MEDIA_TYPE.to_string(),
+        annotations: None,
+    };
+    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &blob_config, None);
+    let raw = serde_json::to_vec(&manifest)?;
+    let digest = sha256(&raw);
+    let reference = &source.reference;
+    let registry = reference.resolve_registry().to_string();
+    let auth = auth_for(&config.registries, &registry).map_err(|e| anyhow::anyhow!(e))?;
+    let client = client(&config.registries);
+    let insecure = config.registries.insecure.contains(&registry);
+    let fail = |e: oci_client::errors::OciDistributionError| {
+        anyhow::anyhow!("{}", explain(&e, &registry, insecure))
+    };
+    client.store_auth_if_needed(&registry, &auth).await;
+    client
+        .push_blob(reference, layer.data.clone(), &layer_digest)
+        .await
+        .map_err(fail)?;
+    client
+        .push_blob(reference, blob_config.data.clone(), &manifest.config.digest)
+        .await
+        .map_err(fail)?;
+    client
+        .push_manifest_raw(
+            reference,
+            raw,
+            http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+        )
+        .await
+        .map_err(fail)?;
+    Ok(digest)
+}
