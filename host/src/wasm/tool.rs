@@ -18,7 +18,7 @@ use super::limits;
 use super::offers::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state::{self, GuestState, PluginMeta, Preopens};
-use super::typed::TypedExports;
+use super::typed::{TypedExports, TypedFunc};
 use super::warm::{Pooled, WarmPool};
 use crate::call::{Annotations, ToolDef};
 use crate::call::{
@@ -190,9 +190,10 @@ impl ToolPlugin {
         gate: Option<&Gate>,
         preopens: &Preopens,
     ) -> Result<ToolResult, CallError> {
-        // A plain component's arguments become its parameters before any
-        // instance is spent on a call that cannot be made.
-        let params = match &self.tools {
+        // A plain component's function is found once, and the arguments
+        // become its parameters before any instance is spent on a call that
+        // cannot be made.
+        let typed = match &self.tools {
             Tools::Typed(typed) => {
                 let func = typed.func(tool_name).ok_or_else(|| {
                     CallError::new(
@@ -201,10 +202,12 @@ impl ToolPlugin {
                         format!("no function {tool_name}"),
                     )
                 })?;
-                func.arguments(arguments)
-                    .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?
+                let params = func
+                    .arguments(arguments)
+                    .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?;
+                Some((func, params))
             }
-            _ => Vec::new(),
+            _ => None,
         };
         let until = Instant::now() + limits.queue_timeout;
         let _running = match gate {
@@ -246,7 +249,7 @@ impl ToolPlugin {
             limits,
             &cx.cancel,
             Stage::Handler,
-            self.run_tool(&mut inst, cx, tool_name, arguments, params),
+            self.run_tool(&mut inst, cx, tool_name, arguments, typed.as_ref()),
         )
         .await;
         limits::log_stderr(&inst.store);
@@ -267,15 +270,11 @@ impl ToolPlugin {
             }
             Returned::World(Err(e)) => Ok(ToolResult::error(e.message)),
             Returned::Typed(results) => {
-                let Tools::Typed(typed) = &self.tools else {
-                    unreachable!("typed results come from typed exports")
-                };
-                let func = typed.func(tool_name).expect("the call found it");
+                let (func, _) = typed.expect("typed results come from a typed call");
                 let result = func
                     .tool_result(&results)
                     .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))?;
-                let bytes = serde_json::to_vec(&result).map_or(0, |b| b.len());
-                output_within(bytes, limits, Stage::Handler)?;
+                output_within(typed_result_bytes(&result), limits, Stage::Handler)?;
                 Ok(result)
             }
         }
@@ -290,22 +289,19 @@ impl ToolPlugin {
         cx: &CallContext,
         tool_name: &str,
         arguments: &Value,
-        params: Vec<Val>,
+        typed: Option<&(&TypedFunc, Vec<Val>)>,
     ) -> wasmtime::Result<Returned> {
-        match &self.tools {
-            Tools::Typed(typed) => {
-                let func = typed
-                    .func(tool_name)
-                    .ok_or_else(|| wasmtime::format_err!("no function {tool_name}"))?;
+        match typed {
+            Some((func, params)) => {
                 let f = inst
                     .instance
                     .get_func(&mut inst.store, func.export())
                     .ok_or_else(|| wasmtime::format_err!("function {tool_name} is not exported"))?;
                 let mut results = func.result_slots();
-                f.call_async(&mut inst.store, &params, &mut results).await?;
+                f.call_async(&mut inst.store, params, &mut results).await?;
                 Ok(Returned::Typed(results))
             }
-            _ => {
+            None => {
                 let tool = self.tool_exports(inst)?;
                 let out = tool
                     .call_call_tool(
@@ -415,6 +411,25 @@ fn check_output(r: &wit::CallResult, limits: &Limits) -> Result<(), CallError> {
     let bytes: usize = r.content.iter().map(block_bytes).sum::<usize>()
         + r.structured_content.as_ref().map_or(0, String::len);
     output_within(bytes, limits, Stage::Handler)
+}
+
+/// The output bytes of a plain component's result, without serializing it
+/// again: its text block is the value's JSON (a string's text, itself), and
+/// its structured content carries the same value once more.
+fn typed_result_bytes(result: &ToolResult) -> usize {
+    let text: usize = result
+        .content
+        .iter()
+        .map(|c| match c {
+            Content::Text { text } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    if result.structured_content.is_some() {
+        2 * text
+    } else {
+        text
+    }
 }
 
 /// Refuses `bytes` of output over `max_output_bytes` (tool results and mapper payloads).
