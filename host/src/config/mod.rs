@@ -14,10 +14,12 @@ use serde::Deserialize;
 
 mod capabilities;
 mod cluster;
+mod connectors;
 mod files;
 mod limits;
 mod oauth;
 mod offered;
+mod plugins;
 #[cfg(test)]
 mod properties;
 mod rate;
@@ -28,10 +30,12 @@ mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
+pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
+pub use plugins::{InstancesConfig, PluginConfig};
 pub use rate::RateLimit;
 pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
@@ -93,62 +97,6 @@ pub struct Config {
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginConfig {
-    #[serde(default)]
-    pub limits: LimitOverrides,
-    /// What the plugin reads with `config.get(key)`; values may be `{{ env.VAR }}`.
-    #[serde(default)]
-    pub config: BTreeMap<String, toml::Value>,
-    /// Put before each of the plugin's tool names (e.g. `billing.`), to
-    /// avoid collisions. A plain component's tools are `<plugin>.` prefixed
-    /// unless this says otherwise.
-    pub prefix: Option<String>,
-    /// The plugin's tools to serve, and their names; all when absent.
-    pub tools: Option<Vec<ToolSelection>>,
-    /// Warm-instance reuse (tools, auth checks and mappers): off by default, for isolation.
-    #[serde(default)]
-    pub instances: InstancesConfig,
-    /// What the plugin may reach outside its sandbox; nothing by default.
-    #[serde(default)]
-    pub grants: Grants,
-    /// Calls one caller may make to the plugin's tools together.
-    pub rate_limit: Option<RateLimit>,
-    /// Where the component comes from instead of the plugins folder:
-    /// `oci://host:port/repo:tag` or `oci://host:port/repo@sha256:…`.
-    pub source: Option<String>,
-    /// The manifest digest the `source` must resolve to (`sha256:…`);
-    /// anything else is refused.
-    pub digest: Option<String>,
-}
-
-/// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a
-/// few warm instances, each serving one call at a time, thrown away after a
-/// trap, after `max_calls` calls, or when idle longer than `max_idle`. State
-/// a guest keeps in memory can then leak from one call to the next.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct InstancesConfig {
-    pub reuse: bool,
-    pub max_calls: u32,
-    #[serde(with = "humantime_serde")]
-    pub max_idle: Duration,
-    /// Warm instances kept at most.
-    pub pool_size: usize,
-}
-
-impl Default for InstancesConfig {
-    fn default() -> Self {
-        InstancesConfig {
-            reuse: false,
-            max_calls: 1000,
-            max_idle: Duration::from_secs(60),
-            pool_size: 8,
-        }
-    }
 }
 
 /// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with
@@ -318,66 +266,6 @@ fn default_cache_bytes() -> u64 {
 
 fn default_cache_entry_bytes() -> u64 {
     1 << 20
-}
-
-/// A database connection: `kind = "postgres"` or `kind = "sqlite"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum ConnectorConfig {
-    Postgres(PostgresConfig),
-    Sqlite(SqliteConfig),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PostgresConfig {
-    /// A libpq-style URL; may hold `{{ env.VAR }}`.
-    pub url: String,
-    #[serde(default = "default_pg_pool")]
-    pub pool_size: usize,
-    #[serde(default = "default_timeout_ms")]
-    pub statement_timeout_ms: u64,
-    /// How long a call waits for a connection (and to connect) before failing.
-    #[serde(default = "default_timeout_ms")]
-    pub wait_timeout_ms: u64,
-    /// TLS: `disable`, `prefer` (the default, as libpq), `require`,
-    /// `verify-ca` or `verify-full`; overrides the URL's `sslmode`.
-    pub sslmode: Option<String>,
-    /// PEM certificates trusted besides the system's roots (the URL's
-    /// `sslrootcert` when not set).
-    pub ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SqliteConfig {
-    /// The database file; may hold `{{ env.VAR }}`.
-    pub path: String,
-    #[serde(default = "default_sqlite_pool")]
-    pub pool_size: usize,
-    /// SQL run once when the file does not exist yet (schema and seed data).
-    pub init: Option<PathBuf>,
-    /// How long a statement waits for another connection's lock.
-    #[serde(default = "default_timeout_ms")]
-    pub busy_timeout_ms: u64,
-    /// How long a statement may run before it is interrupted.
-    #[serde(default = "default_timeout_ms")]
-    pub statement_timeout_ms: u64,
-    /// How long a call waits for a free connection before failing.
-    #[serde(default = "default_timeout_ms")]
-    pub wait_timeout_ms: u64,
-}
-
-fn default_pg_pool() -> usize {
-    16
-}
-
-fn default_sqlite_pool() -> usize {
-    4
-}
-
-fn default_timeout_ms() -> u64 {
-    5000
 }
 
 impl Config {
