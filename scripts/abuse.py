@@ -627,7 +627,7 @@ def check_survival(server):
 #
 # Server C: the HTTP front against clients rather than guests. Its timeouts
 # are set short so the phase takes about a minute; the defaults are longer
-# (README, "Connections and sessions"), the behaviour the same.
+# (docs/configuration.md, "Connections and sessions"), the behaviour the same.
 
 NET_HEADER_S, NET_BODY_S, NET_IDLE_S, NET_WRITE_S = 2, 2, 4, 2
 NET_MAX_CONNECTIONS = 400

@@ -65,6 +65,16 @@ guest_wasm() {
 
 # Builds every guest component and puts it where it is loaded from.
 build_plugins() {
+  build_rust_plugins
+  build_py_plugins
+  build_js_plugins
+  build_plain_py_plugins
+  build_plain_js_plugins
+}
+
+# Builds the Rust guests only (no python3 or npm needed): the examples into
+# plugins/, the test guests into target/test-plugins.
+build_rust_plugins() {
   ensure_toolchain
   local group p
   for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS PLAIN_PLUGINS; do
@@ -85,10 +95,6 @@ build_plugins() {
   mkdir -p "$TEST_PLUGINS"
   for p in "${EXAMPLE_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$ROOT/plugins/$p.wasm"; done
   for p in "${TEST_ONLY_PLUGINS[@]}" "${PLAIN_PLUGINS[@]}"; do cp "$(guest_wasm "$p")" "$TEST_PLUGINS/$p.wasm"; done
-  build_py_plugins
-  build_js_plugins
-  build_plain_py_plugins
-  build_plain_js_plugins
 }
 
 # componentize-py in a virtualenv of its own, pinned.
