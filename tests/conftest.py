@@ -14,6 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+import services
+from services import PrivatePostgres, free_port, pg_bindir  # noqa: F401 (re-exported)
+
 ROOT = Path(__file__).resolve().parent.parent
 HANGAR_BIN = Path(os.environ.get("HANGAR_BIN", ROOT / "target/release/hangar"))
 EXAMPLE_PLUGINS = ROOT / "plugins"
@@ -26,12 +29,6 @@ def plugin_path(name: str) -> Path:
         if (d / f"{name}.wasm").exists():
             return d / f"{name}.wasm"
     raise FileNotFoundError(f"{name}.wasm: run scripts/test (it builds the plugins)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -261,84 +258,34 @@ def run_hangar(*args, timeout=120, env=None) -> subprocess.CompletedProcess:
                           timeout=timeout, env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+# The suite's PostgreSQL and Redis: the ones DATABASE_URL / REDIS_URL (or
+# the usual local ports) name when they answer, else private servers this
+# run starts and stops (tests/services.py). Set in the environment, so every
+# `hangar` and script the tests start sees the same.
+DATABASE_URL = services.postgres_url()
+REDIS_URL = services.redis_url()
 
 
-def psql(sql: str, url: str = DATABASE_URL) -> str:
+def psql(sql: str, url: str | None = None) -> str:
     """Runs SQL with the psql client (test set-up only; tools go through Hangar)."""
-    out = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql],
+    out = subprocess.run(["psql", url or DATABASE_URL, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 
-def pg_bindir() -> Path:
-    """Where the PostgreSQL server binaries are: `pg_config --bindir` when it
-    has them, else the newest /usr/lib/postgresql/N/bin."""
-    try:
-        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, timeout=30)
-        bindir = Path(out.stdout.strip())
-        if out.returncode == 0 and (bindir / "initdb").exists():
-            return bindir
-    except FileNotFoundError:
-        pass
-    found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists()),
-                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
-    if not found:
-        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are missing")
-    return found[-1]
+# A skipped test fails the run: the suite starts or installs what it needs
+# (tests/services.py, scripts/test), so a skip means something is missing
+# that a user would not notice. Expected failures (xfail) are not skips. The
+# allow-list names tests that may skip, with why; it is empty.
+ALLOWED_SKIPS: dict[str, str] = {}
 
 
-class PrivatePostgres:
-    """A throwaway PostgreSQL cluster on a free port, in a temp folder, for
-    tests that stop it or configure it (TLS). initdb refuses root, so when
-    run as root the cluster belongs to the `postgres` user, in a folder it
-    can reach (pytest's own temp folders are private to root)."""
-
-    def __init__(self, settings: dict | None = None, files: dict | None = None):
-        import tempfile
-        self.bindir = pg_bindir()
-        self.dir = Path(tempfile.mkdtemp(prefix="hangar-pg-"))
-        os.chmod(self.dir, 0o755)
-        self.owner = None
-        if os.geteuid() == 0:
-            import pwd
-            pw = pwd.getpwnam("postgres")
-            self.owner = (pw.pw_uid, pw.pw_gid)
-            os.chown(self.dir, *self.owner)
-        self.data = self.dir / "pgdata"
-        self.port = free_port()
-        # Files the server reads (certificates, keys): name -> (bytes, mode).
-        for name, (content, mode) in (files or {}).items():
-            path = self.dir / name
-            path.write_bytes(content)
-            os.chmod(path, mode)
-            if self.owner:
-                os.chown(path, *self.owner)
-        self.settings = {"listen_addresses": "127.0.0.1", **(settings or {})}
-        self.run(self.bindir / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
-
-    def run(self, *cmd):
-        argv = [str(c) for c in cmd]
-        if self.owner:
-            argv = ["runuser", "-u", "postgres", "--", *argv]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out
-
-    def ctl(self, action):
-        # A setting may name a file of the cluster's folder as {dir}/NAME.
-        options = f"-p {self.port} -k {self.dir} " + " ".join(
-            f"-c {k}={str(v).replace('{dir}', str(self.dir))}" for k, v in self.settings.items())
-        self.run(self.bindir / "pg_ctl", "-D", self.data, "-w", "-m", "fast", "-l", self.dir / "pg.log",
-                 "-o", options, action)
-
-    def path(self, name) -> Path:
-        return self.dir / name
-
-    def close(self):
-        try:
-            self.ctl("stop")
-        except AssertionError:
-            pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and item.nodeid not in ALLOWED_SKIPS:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped ({reason}), and a skip fails the run (tests/conftest.py)"

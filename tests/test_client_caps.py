@@ -251,14 +251,14 @@ def test_sessions_per_client_are_counted_across_replicas(tmp_path, shared_cache)
     import subprocess
     import uuid
 
-    from conftest import Server
+    from conftest import REDIS_URL, Server
 
     prefix = f"hangar-test-caps:{uuid.uuid4().hex[:10]}"
     config = f"""max_sessions_per_client = 2
 max_subscriptions_per_session = 1
 
 [cluster]
-redis = "redis://127.0.0.1:6379"
+redis = "{REDIS_URL}"
 prefix = "{prefix}"
 """
     a = Server(tmp_path / "a", ["everything"], config, shared_cache).start()
@@ -276,7 +276,7 @@ prefix = "{prefix}"
         assert "result" in subscribe(a, http, second, "test://static-text")
         over = subscribe(b, http, second, "test://watched-resource")
         assert "Too many subscriptions" in over["error"]["message"], over
-        fields = subprocess.run(["redis-cli", "HKEYS", f"{prefix}:session:{second}"],
+        fields = subprocess.run(["redis-cli", "-u", REDIS_URL, "HKEYS", f"{prefix}:session:{second}"],
                                 capture_output=True, text=True, timeout=10).stdout.split()
         assert [f for f in fields if f.startswith("sub:")] == ["sub:test://static-text"], fields
     finally:

@@ -32,8 +32,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import (DATABASE_URL, HANGAR_BIN, ROOT, Mcp, Server, ask_and_answer, free_port,
-                      plugin_path, psql, run_hangar, wait_for)
+from urllib.parse import urlsplit
+
+from conftest import (DATABASE_URL, HANGAR_BIN, REDIS_URL, ROOT, Mcp, Server, ask_and_answer,
+                      free_port, plugin_path, psql, run_hangar, wait_for)
 
 RUN = uuid.uuid4().hex[:10]
 PREFIX = f"hangar-test-cluster:{RUN}"
@@ -43,7 +45,8 @@ REPLICAS = 3
 
 
 def redis_cli(*args) -> str:
-    out = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", *args],
+    u = urlsplit(REDIS_URL)
+    out = subprocess.run(["redis-cli", "-h", u.hostname, "-p", str(u.port or 6379), *args],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -56,7 +59,7 @@ cache_dir = "{cache}"
 plugins = "{workdir / 'plugins'}"
 
 [cluster]
-redis = "redis://127.0.0.1:6379"
+redis = "{REDIS_URL}"
 prefix = "{PREFIX}"
 
 [limits]

@@ -18,13 +18,12 @@ answering text, `(absent)` for a missing key, and a tool error
   plugin's counter and its `max_keys`.
 * **Config**: a bad `[kv]` is a problem `hangar check` reports.
 
-The Redis tests use the server at 127.0.0.1:6379 (REDIS_URL overrides it)
-under a key prefix unique to the run, delete only their own keys, and are
-skipped when no Redis answers. No test asserts a duration; the TTL test
+The Redis tests use the suite's Redis (tests/services.py: REDIS_URL or
+127.0.0.1:6379 when it answers, else a private one) under a key prefix
+unique to the run, and delete only their own keys. No test asserts a duration; the TTL test
 waits for the TTL to pass.
 """
 
-import os
 import shutil
 import socket
 import time
@@ -35,11 +34,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from conftest import Mcp, Server, plugin_path, run_hangar
+from conftest import REDIS_URL, Mcp, Server, plugin_path, run_hangar
 
 PLUGIN = "kv-counter"
 TWIN = "kv-twin"  # the same component under another name: another namespace
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 RUN = uuid.uuid4().hex[:12]
 REDIS_PREFIX = f"hangar-test:{RUN}"
 
@@ -74,13 +72,6 @@ def _read_reply(f):
     raise RuntimeError(f"unexpected reply {line!r}")
 
 
-def redis_answers():
-    try:
-        return redis_command("PING") == "PONG"
-    except OSError:
-        return False
-
-
 def redis_keys(pattern):
     keys, cursor = [], "0"
     while True:
@@ -112,9 +103,8 @@ def launch(tmp_path_factory, shared_cache):
     yield start
     for s in servers:
         s.stop()
-    if redis_answers():
-        for key in redis_keys(f"{REDIS_PREFIX}*"):
-            redis_command("DEL", key)
+    for key in redis_keys(f"{REDIS_PREFIX}*"):
+        redis_command("DEL", key)
 
 
 def redis_config(prefix=REDIS_PREFIX, extra=""):
@@ -126,8 +116,6 @@ BACKENDS = ["embedded", "redis"]
 
 def backend_config(backend, extra=""):
     if backend == "redis":
-        if not redis_answers():
-            pytest.skip(f"no Redis answers at {REDIS_URL}")
         return redis_config(extra=extra)
     return f"\n[kv]\n{extra}" if extra else ""
 
@@ -148,8 +136,6 @@ def bounded(request, launch, tmp_path_factory):
     prefix = f"{REDIS_PREFIX}:bounded"
     config = (redis_config(prefix, BOUNDS) if request.param == "redis"
               else backend_config("embedded", BOUNDS))
-    if request.param == "redis" and not redis_answers():
-        pytest.skip(f"no Redis answers at {REDIS_URL}")
     return launch(config, cache_dir=tmp_path_factory.mktemp("kv-cache"))
 
 
@@ -316,8 +302,6 @@ def test_too_many_keys_is_a_quota_error(bounded):
 
 @pytest.fixture(scope="module")
 def redis_pair(launch):
-    if not redis_answers():
-        pytest.skip(f"no Redis answers at {REDIS_URL}")
     config = redis_config(f"{REDIS_PREFIX}:pair", "max_keys = 3\n")
     return launch(config), launch(config)
 
