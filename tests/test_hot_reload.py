@@ -3,7 +3,8 @@
 * A component copied into the plugins directory of a running server is
   served without a restart; removing it takes its tools away.
 * A corrupt component keeps the catalog in service, and `/healthz` says why.
-* A config edit is applied; SIGHUP reloads.
+* A config edit is applied, also a ConfigMap-style `..data` symlink swap;
+  SIGHUP reloads.
 * Sessions with an open GET stream hear `notifications/tools/list_changed`;
   `initialize` advertises `listChanged`.
 * A call in flight during a reload finishes on the catalog it started with.
@@ -99,6 +100,41 @@ def test_a_corrupt_component_keeps_the_catalog_in_service(start_server):
     (server.plugins_dir / "broken.wasm").unlink()
     wait_for(lambda: last_reload(server).get("outcome") == "unchanged", 30, "the failure to clear")
     assert reloads(server) == before
+
+
+def test_a_configmap_style_symlink_swap_is_applied(tmp_path, shared_cache):
+    """A Kubernetes ConfigMap volume: `hangar.toml -> ..data/hangar.toml`,
+    `..data -> ..<timestamp>`; an update writes a new timestamped folder and
+    renames a new `..data` link over the old one, so no event ever names
+    `hangar.toml` itself."""
+    import os
+
+    from conftest import Server
+
+    mount = tmp_path / "config"
+    mount.mkdir()
+
+    def publish(version, text):
+        folder = mount / f"..2026_11_26_{version}"
+        folder.mkdir()
+        (folder / "hangar.toml").write_text(text)
+        os.symlink(folder.name, mount / "..data_tmp")
+        os.rename(mount / "..data_tmp", mount / "..data")
+        return folder
+
+    base = f'[server]\ncache_dir = "{shared_cache}"\n'
+    first = publish("a", base)
+    os.symlink("..data/hangar.toml", mount / "hangar.toml")
+    server = Server(tmp_path / "work", ("echo",), config_file=mount / "hangar.toml").start()
+    try:
+        assert "echo" in tool_names(server)
+        publish("b", base + '[plugins.echo]\nprefix = "swapped."\n')
+        shutil.rmtree(first)
+        wait_for(lambda: "swapped.echo" in tool_names(server), 30, "the swapped config's prefix")
+        assert "echo" not in tool_names(server)
+        assert last_reload(server)["outcome"] == "applied"
+    finally:
+        server.stop()
 
 
 def test_a_config_edit_is_applied_and_a_broken_one_is_not(start_server):

@@ -122,3 +122,47 @@ def test_plugin_prefix_avoids_a_collision(tmp_path, shared_cache):
         assert c.call("echo", {"text": "plain"})["result"]["content"][0]["text"] == "plain"
     finally:
         s.stop()
+
+
+def test_hangar_environment_variables_stand_in_for_the_flags(tmp_path, shared_cache):
+    """HANGAR_CONFIG, HANGAR_LISTEN and HANGAR_PLUGINS (a container's way to
+    configure); a flag given beside its variable wins."""
+    import subprocess
+    import time
+
+    from conftest import HANGAR_BIN, free_port
+
+    cfg = write_config(tmp_path, shared_cache)
+    env_plugins = plugins_dir(tmp_path, "echo")
+    flag_plugins = tmp_path / "flag-plugins"
+    flag_plugins.mkdir()
+    shutil.copy(plugin_path("everything"), flag_plugins / "everything.wasm")
+    env = {"HANGAR_CONFIG": str(cfg), "HANGAR_PLUGINS": str(env_plugins), "NO_COLOR": "1"}
+
+    checked = run_hangar("check", env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"config: {cfg}" in checked.stdout
+    assert f"plugins: {env_plugins}" in checked.stdout
+    flagged = run_hangar("check", "--plugins", str(flag_plugins), env=env)
+    assert f"plugins: {flag_plugins}" in flagged.stdout, flagged.stdout
+
+    port = free_port()
+    proc = subprocess.Popen([str(HANGAR_BIN), "serve"], cwd=tmp_path,
+                            env={**env, "HANGAR_LISTEN": f"127.0.0.1:{port}",
+                                 "PATH": "/usr/bin:/bin"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                tools = httpx.get(f"http://127.0.0.1:{port}/tools", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve did not listen on HANGAR_LISTEN"
+                time.sleep(0.1)
+        names = {t["name"] for t in tools["tools"]} if isinstance(tools, dict) else {t["name"] for t in tools}
+        assert "echo" in names and not any(n.startswith("test_") for n in names), names
+    finally:
+        proc.terminate()
+        proc.wait(30)

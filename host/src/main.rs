@@ -115,13 +115,14 @@ fn init_logging(format: LogFormat, background: bool) -> Option<WorkerGuard> {
 enum Command {
     /// Load the plugins and serve MCP and REST over HTTP.
     Serve {
-        #[arg(long, default_value = "hangar.toml")]
+        /// The config file (or `HANGAR_CONFIG`; a flag wins over its variable).
+        #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
         config: PathBuf,
         /// Address to listen on (default 127.0.0.1:8080, or `server.listen`).
-        #[arg(long)]
+        #[arg(long, env = "HANGAR_LISTEN")]
         listen: Option<SocketAddr>,
         /// Plugins directory (default `plugins/`, or `server.plugins`).
-        #[arg(long)]
+        #[arg(long, env = "HANGAR_PLUGINS")]
         plugins: Option<PathBuf>,
     },
     /// Write a minimal plugin project (WIT included) and print its build command.
@@ -142,14 +143,14 @@ enum Command {
     /// Validate the config and load every plugin without serving; exits
     /// non-zero on any problem.
     Check {
-        #[arg(long, default_value = "hangar.toml")]
+        #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
         config: PathBuf,
-        #[arg(long)]
+        #[arg(long, env = "HANGAR_PLUGINS")]
         plugins: Option<PathBuf>,
     },
     /// Pulls every plugin with an `oci://` source into the cache directory.
     Pull {
-        #[arg(long, default_value = "hangar.toml")]
+        #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
         config: PathBuf,
     },
     /// Pushes a component as a Wasm OCI artifact; prints the manifest digest.

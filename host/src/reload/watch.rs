@@ -57,23 +57,47 @@ fn absolute(path: &Path) -> PathBuf {
 /// written, renamed or removed in the plugins directory (or `mappers/`), or
 /// the config file replaced or written. The config file's folder is watched,
 /// not the file, so an editor that saves by renaming is still seen.
+///
+/// A config file that is a symlink is also seen when a link on its way
+/// changes: a Kubernetes ConfigMap volume updates `hangar.toml ->
+/// ..data/hangar.toml` by renaming a new `..data` link over the old one, an
+/// event on `..data`, never on `hangar.toml`. So any other event in the
+/// config's folder resolves the file again and counts when the target moved.
 fn watch_files(
     plugins: PathBuf,
     config: PathBuf,
     tx: mpsc::UnboundedSender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let (plugins_dir, config_file) = (plugins.clone(), config.clone());
+    let config_dir = config.parent().map(Path::to_path_buf);
+    let resolved = std::sync::Mutex::new(std::fs::canonicalize(&config).ok());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         let content = matches!(
             event.kind,
             EventKind::Create(_) | EventKind::Remove(_) | EventKind::Any
         ) || matches!(event.kind, EventKind::Modify(m) if !matches!(m, notify::event::ModifyKind::Metadata(_)));
+        if !content {
+            return;
+        }
         let relevant = event.paths.iter().any(|p| {
             *p == config_file
                 || (p.starts_with(&plugins_dir) && p.extension().is_some_and(|x| x == "wasm"))
         });
-        if content && relevant {
+        let in_config_dir = || {
+            event
+                .paths
+                .iter()
+                .any(|p| p.parent() == config_dir.as_deref())
+        };
+        let target_moved = || {
+            let now = std::fs::canonicalize(&config_file).ok();
+            let mut last = resolved.lock().unwrap_or_else(|e| e.into_inner());
+            let moved = now.is_some() && *last != now;
+            *last = now;
+            moved
+        };
+        if relevant || (in_config_dir() && target_moved()) {
             let _ = tx.send(());
         }
     })?;
