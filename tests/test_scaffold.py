@@ -1,11 +1,19 @@
 """`hangar new` writes a buildable project in each language: one of each is
 scaffolded, built with its own build.sh, loaded and called over MCP; the
 `--http` tools (Rust, Python and JavaScript) call a local JSON API under a
-grant, and the Python one is refused without it."""
+grant, and the Python one is refused without it.
+
+A Rust project depends on `hangar-sdk` by version. Here it builds against
+the crate `cargo package -p hangar-sdk` makes (verified: it builds on its
+own), unpacked into a temp folder and put in place of crates.io's with
+`hangar new --sdk DIR` (a `[patch.crates-io]` table): never against the
+repository's `sdk/`; `cargo metadata` confirms which crate was used."""
 
 import os
 import shutil
 import subprocess
+import tarfile
+import tomllib
 
 import json
 
@@ -24,20 +32,85 @@ BUILD_ENV = {
 }
 
 
-def scaffold(tmp_path, kind, name, lang, *flags):
-    out = run_hangar("new", kind, name, "--lang", lang, *flags, "--dir", str(tmp_path / name))
+SDK_VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+
+
+@pytest.fixture(scope="module")
+def packaged_sdk(tmp_path_factory):
+    """`cargo package -p hangar-sdk` with its verification build (every
+    feature, for the host target) in a target dir of its own; the .crate
+    unpacked into a temp folder. Answers (unpacked folder, cargo's stderr)."""
+    target = ROOT / "target" / "sdk-package"
+    out = subprocess.run(
+        ["cargo", "package", "-p", "hangar-sdk", "--allow-dirty", "--all-features",
+         "--target-dir", str(target)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
-    assert f"build it with: {tmp_path / name}/build.sh" in out.stdout
+    crate = target / "package" / f"hangar-sdk-{SDK_VERSION}.crate"
+    into = tmp_path_factory.mktemp("packaged-sdk")
+    with tarfile.open(crate) as t:
+        t.extractall(into, filter="data")
+    return into / f"hangar-sdk-{SDK_VERSION}", out.stderr
+
+
+def files_under(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_the_sdk_package_carries_the_wit_and_builds_on_its_own(packaged_sdk):
+    sdk, log = packaged_sdk
+    # Verification on: cargo built the unpacked crate, away from the repository.
+    assert f"Verifying hangar-sdk v{SDK_VERSION}" in log, log
+    # The WIT package (and the WASI packages in deps/) as in the repository's wit/.
+    shipped = files_under(sdk / "wit")
+    assert shipped == files_under(ROOT / "wit")
+    assert {str(p) for p in shipped} >= {"worlds.wit", "types.wit", "deps/http.wit"}
+    lib = (sdk / "src" / "lib.rs").read_text()
+    assert 'path: "wit"' in lib and "../wit" not in lib
+    manifest = tomllib.loads((sdk / "Cargo.toml").read_text())
+    assert manifest["package"]["version"] == SDK_VERSION
+    assert all("path" not in (d if isinstance(d, dict) else {})
+               for d in manifest["dependencies"].values())
+
+
+def scaffold(tmp_path, kind, name, lang, *flags, sdk=None):
+    """Writes, builds and answers the component of a `hangar new` project;
+    a Rust one against the packaged SDK `sdk` (`hangar new --sdk`)."""
+    project = tmp_path / name
+    local = ("--sdk", str(sdk)) if lang == "rust" else ()
+    out = run_hangar("new", kind, name, "--lang", lang, *flags, *local, "--dir", str(project))
+    assert out.returncode == 0, out.stderr
+    assert f"build it with: {project}/build.sh" in out.stdout
+    assert (project / "README.md").exists()
+    if lang == "rust":
+        # One way to write a Rust plugin: the SDK by version, no WIT copy.
+        assert not (project / "wit").exists()
+        manifest = (project / "Cargo.toml").read_text()
+        assert "wit-bindgen" not in manifest
+        manifest = tomllib.loads(manifest)
+        dep = manifest["dependencies"]["hangar-sdk"]
+        assert (dep if isinstance(dep, str) else dep["version"]) == SDK_VERSION
+        assert manifest["patch"]["crates-io"]["hangar-sdk"] == {"path": str(sdk.resolve())}
+    else:
+        assert (project / "wit" / "worlds.wit").read_bytes() == (ROOT / "wit" / "worlds.wit").read_bytes()
     built = subprocess.run([str(tmp_path / name / "build.sh")], capture_output=True, text=True,
                            env=BUILD_ENV, timeout=600)
     assert built.returncode == 0, built.stdout + built.stderr
     wasm = tmp_path / name / f"{name}.wasm"
     assert wasm.exists()
+    if lang == "rust":
+        meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--manifest-path",
+                               str(project / "Cargo.toml")], capture_output=True, text=True,
+                              env=BUILD_ENV, timeout=300)
+        assert meta.returncode == 0, meta.stderr
+        used = [p["manifest_path"] for p in json.loads(meta.stdout)["packages"]
+                if p["name"] == "hangar-sdk"]
+        assert used == [str(sdk.resolve() / "Cargo.toml")], used
     return wasm
 
 
-def test_scaffolded_plugins_in_three_languages_build_and_run(tmp_path, shared_cache):
-    rust_tool = scaffold(tmp_path, "tool", "scaf-rust", "rust")
+def test_scaffolded_plugins_in_three_languages_build_and_run(tmp_path, shared_cache, packaged_sdk):
+    rust_tool = scaffold(tmp_path, "tool", "scaf-rust", "rust", sdk=packaged_sdk[0])
     py_mapper = scaffold(tmp_path, "mapper", "scaf-py", "python")
     js_auth = scaffold(tmp_path, "auth", "scaf-js", "js")
     config = """
@@ -66,6 +139,43 @@ mappers = { output = "scaf-py" }
         s.stop()
 
 
+def test_rust_auth_and_mapper_scaffolds_use_the_packaged_sdk(tmp_path, shared_cache, packaged_sdk):
+    sdk = packaged_sdk[0]
+    tool = scaffold(tmp_path, "tool", "rs-tool", "rust", sdk=sdk)
+    auth = scaffold(tmp_path, "auth", "rs-auth", "rust", sdk=sdk)
+    mapper = scaffold(tmp_path, "mapper", "rs-mapper", "rust", sdk=sdk)
+    assert 'features = ["auth"]' in (tmp_path / "rs-auth" / "Cargo.toml").read_text()
+    assert "hangar_sdk::export_mapper!" in (tmp_path / "rs-mapper" / "src" / "lib.rs").read_text()
+    config = """
+[plugins.rs-auth]
+config = { token = "let-me-in" }
+[[tools]]
+name = "rs-tool"
+auth = { plugin = "rs-auth" }
+mappers = { input = "rs-mapper" }
+"""
+    s = Server(tmp_path / "srv", [], config, shared_cache)
+    for wasm in (tool, auth, mapper):
+        shutil.copy(wasm, s.plugins_dir / wasm.name)
+    s.start()
+    try:
+        c = Mcp(s.url)
+        assert [t["name"] for t in c.request("tools/list")["result"]["tools"]] == ["rs-tool"]
+        assert c.call("rs-tool", {"text": "hi"})["error"]["message"] == "Unauthorized"
+        wrong = c.call("rs-tool", {"text": "hi"}, headers={"x-token": "nope"})
+        assert wrong["error"]["message"] == "Unauthorized"
+        ok = c.call("rs-tool", {"text": "hi"}, headers={"x-token": "let-me-in"})
+        assert ok["result"]["content"] == [{"type": "text", "text": "rs-tool: hi"}], ok
+        # A ToolError from the SDK is a result with isError, its message the text.
+        bad = c.call("rs-tool", {"text": ""}, headers={"x-token": "let-me-in"})
+        assert bad["result"]["isError"] is True, bad
+        assert bad["result"]["content"][0]["text"] == "text must not be empty", bad
+        assert "rs-mapper mapped a payload" in s.log_text()
+        assert "missing or wrong x-token" in s.log_text()
+    finally:
+        s.stop()
+
+
 def test_new_refuses_a_non_empty_folder_and_bad_names(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "file").write_text("x")
@@ -73,6 +183,13 @@ def test_new_refuses_a_non_empty_folder_and_bad_names(tmp_path):
     assert out.returncode != 0 and "not empty" in out.stderr
     out = run_hangar("new", "tool", "Bad Name", "--dir", str(tmp_path / "bad"))
     assert out.returncode != 0
+    out = run_hangar("new", "tool", "x", "--sdk", str(ROOT / "host"), "--dir", str(tmp_path / "x"))
+    assert out.returncode != 0
+    assert "is not the manifest of the hangar-sdk crate" in out.stderr, out.stderr
+    assert not (tmp_path / "x").exists()
+    out = run_hangar("new", "tool", "y", "--lang", "python", "--sdk", str(ROOT / "sdk"),
+                     "--dir", str(tmp_path / "y"))
+    assert out.returncode != 0 and "--sdk is for Rust projects" in out.stderr
     assert HANGAR_BIN.exists()
 
 
@@ -87,8 +204,9 @@ def api():
 HTTP_TOOLS = ("scaf-rust-http", "scaf-py-http", "scaf-js-http")
 
 
-def test_http_scaffolds_in_three_languages_call_a_granted_json_api(tmp_path, shared_cache, api):
-    rust_tool = scaffold(tmp_path, "tool", "scaf-rust-http", "rust", "--http")
+def test_http_scaffolds_in_three_languages_call_a_granted_json_api(tmp_path, shared_cache, api,
+                                                                  packaged_sdk):
+    rust_tool = scaffold(tmp_path, "tool", "scaf-rust-http", "rust", "--http", sdk=packaged_sdk[0])
     py_tool = scaffold(tmp_path, "tool", "scaf-py-http", "python", "--http")
     js_tool = scaffold(tmp_path, "tool", "scaf-js-http", "js", "--http")
     assert "-d http" not in (tmp_path / "scaf-js-http" / "build.sh").read_text()

@@ -125,7 +125,8 @@ enum Command {
         #[arg(long, env = "HANGAR_PLUGINS")]
         plugins: Option<PathBuf>,
     },
-    /// Write a minimal plugin project (WIT included) and print its build command.
+    /// Write a minimal plugin project (Rust: on hangar-sdk; Python, JS: the WIT
+    /// included) and print its build command.
     New {
         /// tool, auth or mapper
         #[arg(value_enum)]
@@ -139,6 +140,10 @@ enum Command {
         /// A tool that calls a JSON API over wasi:http (Rust, Python or JavaScript).
         #[arg(long)]
         http: bool,
+        /// Rust: build against the hangar-sdk crate in this folder (a Hangar
+        /// checkout's `sdk/`, or an unpacked .crate) instead of crates.io.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
     /// Validate the config and load every plugin without serving; exits
     /// non-zero on any problem.
@@ -218,9 +223,11 @@ fn main() -> ExitCode {
                 lang,
                 dir,
                 http,
+                sdk,
             } => {
                 let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-                let build = hangar::scaffold::create_with(kind, &name, lang, &dir, http)?;
+                let build =
+                    hangar::scaffold::create_with(kind, &name, lang, &dir, http, sdk.as_deref())?;
                 println!("wrote {}", dir.display());
                 println!("build it with: {build}");
                 println!(

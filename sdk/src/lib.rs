@@ -19,7 +19,7 @@ mod slim;
 pub mod tool {
     wit_bindgen::generate!({
         world: "tool",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_tool_world",
         default_bindings_module: "hangar_sdk::tool",
@@ -92,7 +92,7 @@ pub mod client {
 pub mod server {
     wit_bindgen::generate!({
         world: "server",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_server_world",
         default_bindings_module: "hangar_sdk::server",
@@ -123,7 +123,7 @@ pub use server_helpers::{
 pub mod auth {
     wit_bindgen::generate!({
         world: "auth",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_auth_world",
         default_bindings_module: "hangar_sdk::auth",
@@ -140,7 +140,7 @@ pub mod auth {
 pub mod mapper {
     wit_bindgen::generate!({
         world: "mapper",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_mapper_world",
         default_bindings_module: "hangar_sdk::mapper",
