@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, RegistriesConfig};
 
+mod docker_config;
 mod pull;
 mod push;
 mod source;
