@@ -8,6 +8,8 @@ Hangar reads no `~/.docker/config.json` unless `docker_config` names it.
 """
 
 import base64
+import os
+import shutil
 import json
 
 import bcrypt
@@ -102,3 +104,23 @@ def test_credential_helpers_and_bad_files_are_clear_errors(tmp_path, private, se
     cfg.write_text(base)
     out = hangar("push", plugin_path("echo"), ref, "--config", cfg)
     assert out.returncode == 1 and "not a Docker config.json" in out.stderr, out.stderr
+
+
+def test_no_docker_config_is_read_unless_named(tmp_path, private, servers):
+    """`$DOCKER_CONFIG` / `~/.docker/config.json` holding the right credentials are not used by default."""
+    docker_config(tmp_path, {private.host: {"auth": b64(f"hangar:{PASSWORD}")}})
+    home = tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    shutil.copy(tmp_path / "docker/config.json", home / ".docker/config.json")
+    env = {"DOCKER_CONFIG": str(tmp_path / "docker"), "HOME": str(home)}
+    ref = f"oci://{private.host}/tools/echo:1.0"
+    cfg = tmp_path / "push.toml"
+    cfg.write_text(registries(private))
+    out = hangar("push", plugin_path("echo"), ref, "--config", cfg, env={**os.environ, **env})
+    assert out.returncode == 1 and "authentication required" in out.stderr, out.stderr
+    # Anonymous, so refused before the registry says whether the tag exists.
+    s = servers(tmp_path / "srv", ["wordcount"], config=registries(private) + source("remote", ref),
+                env=env)
+    assert tools(s) == ["wordcount"]
+    [p] = problems(s)
+    assert "Not authorized" in p["error"], p
