@@ -167,6 +167,12 @@ enum Command {
         /// Its `[registries]` (insecure registries, credentials) apply.
         #[arg(long, default_value = "hangar.toml")]
         config: PathBuf,
+        /// A TOML file of the grants the component asks for (`http = [...]`,
+        /// `credentials = [...]`), pushed as the `dev.hangar.requests`
+        /// annotation; an operator's `hangar check` shows it beside their
+        /// grants. Nothing is granted from it.
+        #[arg(long)]
+        requests: Option<PathBuf>,
     },
 }
 
@@ -211,9 +217,17 @@ fn main() -> ExitCode {
                 file,
                 target,
                 config,
+                requests,
             } => {
                 let (config, _) = load_config(&config, None)?;
-                let digest = hangar::registry::push(&config, &file, &target).await?;
+                let mut options = hangar::registry::PushOptions::default();
+                if let Some(path) = requests {
+                    let asked = hangar::registry::read_requests_file(&path)?;
+                    hangar::asks::validate(&asked)
+                        .map_err(|e| anyhow::anyhow!("--requests {}: {e}", path.display()))?;
+                    options.requests = Some(asked);
+                }
+                let digest = hangar::registry::push(&config, &file, &target, &options).await?;
                 println!("{digest}");
                 Ok(ExitCode::SUCCESS)
             }
@@ -317,6 +331,19 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             println!("        source {}", source.source);
             println!("        digest {}", source.digest);
             println!("        from   {}", source.fetched.as_str());
+            let granted = hangar.config.plugins.get(&entry.name).map(|p| &p.grants);
+            match hangar::registry::requests(&hangar.config, &source.digest) {
+                Ok(Some(asked)) => {
+                    for line in hangar::asks::lines(&asked, granted) {
+                        println!("        {line}");
+                    }
+                }
+                Ok(None) => println!(
+                    "        asks   nothing stated (no {} annotation)",
+                    hangar::registry::REQUESTS_ANNOTATION
+                ),
+                Err(e) => println!("        asks   unknown: {e}"),
+            }
         }
         for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
             println!("        {line}");

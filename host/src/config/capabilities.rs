@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `[http]`: settings of the client guests' requests go out through.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -22,7 +22,9 @@ pub struct HttpConfig {
 }
 
 /// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Also the vocabulary of what a component pushed to a registry asks for
+/// (`hangar push --requests`, the `dev.hangar.requests` annotation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grants {
     /// Hosts (ports 80/443 by scheme), `host:port` or `*.domain` the plugin's

@@ -299,6 +299,11 @@ impl Config {
         config.server.plugins = config.resolve(&config.server.plugins);
         config.server.cache_dir = config.resolve(&config.server.cache_dir);
         config.http.extra_ca = config.http.extra_ca.as_deref().map(|p| config.resolve(p));
+        config.registries.docker_config = config
+            .registries
+            .docker_config
+            .as_deref()
+            .map(|p| config.resolve(p));
         if let Some(mut cluster) = config.cluster.take() {
             for path in [
                 &mut cluster.ca_file,

@@ -1,6 +1,7 @@
 //! `[registries]`: where plugins with an `oci://` source are pulled from.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -14,6 +15,12 @@ pub struct RegistriesConfig {
     /// Credentials by registry (`host:port`); anonymous when absent.
     #[serde(default)]
     pub auth: BTreeMap<String, RegistryAuthConfig>,
+    /// A Docker `config.json` whose `auths` supply credentials for the
+    /// registries `auth` does not name. Only when set: Hangar reads no
+    /// `~/.docker/config.json` or `$DOCKER_CONFIG` of its own accord, so
+    /// what it authenticates with is what this file says. Relative to the
+    /// config file's folder.
+    pub docker_config: Option<PathBuf>,
 }
 
 /// `[registries.auth."host:port"]`: HTTP basic credentials (the registry

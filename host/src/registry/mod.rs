@@ -17,13 +17,16 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, RegistriesConfig};
 
+mod docker_config;
 mod pull;
 mod push;
+mod requests;
 mod source;
 mod store;
 
 use pull::*;
-pub use push::push;
+pub use push::{PushOptions, push};
+pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
 use source::*;
 use store::*;
 

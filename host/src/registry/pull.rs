@@ -22,13 +22,19 @@ pub(super) fn client(registries: &RegistriesConfig) -> Client {
     })
 }
 
-/// The credentials for `registry`, `{{ env.VAR }}` substituted.
+/// The credentials for `registry`: `[registries.auth."host:port"]` with
+/// `{{ env.VAR }}` substituted, else the `docker_config` file's, else none.
 pub(super) fn auth_for(
     registries: &RegistriesConfig,
     registry: &str,
 ) -> Result<RegistryAuth, String> {
     let Some(auth) = registries.auth.get(registry) else {
-        return Ok(RegistryAuth::Anonymous);
+        return match &registries.docker_config {
+            Some(path) => {
+                Ok(docker_config::credentials(path, registry)?.unwrap_or(RegistryAuth::Anonymous))
+            }
+            None => Ok(RegistryAuth::Anonymous),
+        };
     };
     let env = |k: &str| std::env::var(k).ok();
     let sub = |v: &str| {

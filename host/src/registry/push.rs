@@ -2,9 +2,35 @@
 
 use super::*;
 
+/// What goes into the manifest besides the component.
+#[derive(Debug, Clone, Default)]
+pub struct PushOptions {
+    /// What the component asks to be granted: the `dev.hangar.requests`
+    /// annotation (nothing is granted from it).
+    pub requests: Option<crate::config::Grants>,
+}
+
+impl PushOptions {
+    fn annotations(&self) -> Option<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        if let Some(requests) = &self.requests {
+            out.insert(
+                REQUESTS_ANNOTATION.to_string(),
+                requests::annotation_value(requests),
+            );
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}
+
 /// Pushes `file` as the Wasm OCI artifact to `target` (`oci://…:tag`);
 /// returns the manifest digest.
-pub async fn push(config: &Config, file: &Path, target: &str) -> anyhow::Result<String> {
+pub async fn push(
+    config: &Config,
+    file: &Path,
+    target: &str,
+    options: &PushOptions,
+) -> anyhow::Result<String> {
     let source = parse_source(target).map_err(|e| anyhow::anyhow!("{target}: {e}"))?;
     let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     if !bytes.starts_with(b"\0asm") {
@@ -23,7 +49,11 @@ pub async fn push(config: &Config, file: &Path, target: &str) -> anyhow::Result<
         media_type: WASM_CONFIG_MEDIA_TYPE.to_string(),
         annotations: None,
     };
-    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &blob_config, None);
+    let manifest = OciImageManifest::build(
+        std::slice::from_ref(&layer),
+        &blob_config,
+        options.annotations(),
+    );
     let raw = serde_json::to_vec(&manifest)?;
     let digest = sha256(&raw);
     let reference = &source.reference;

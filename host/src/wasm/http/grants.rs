@@ -59,6 +59,27 @@ impl HttpGrants {
 }
 
 impl HttpGrants {
+    /// Whether an entry covers everything the grant entry `requested`
+    /// would (a name under a granted wildcard, the same host and port):
+    /// how `hangar check` sets what a component asks for beside its grants.
+    pub fn covers(&self, requested: &str) -> bool {
+        let Some(asked) = Grant::parse(requested) else {
+            return false;
+        };
+        self.entries.iter().any(|g| {
+            g.port == asked.port
+                && match (&g.host, &asked.host) {
+                    (GrantHost::Name(a), GrantHost::Name(b)) => a == b,
+                    (GrantHost::Ip(a), GrantHost::Ip(b)) => a == b,
+                    (GrantHost::Wildcard(suffix), GrantHost::Name(name)) => {
+                        name.len() > suffix.len() && name.ends_with(suffix.as_str())
+                    }
+                    (GrantHost::Wildcard(a), GrantHost::Wildcard(b)) => b.ends_with(a.as_str()),
+                    _ => false,
+                }
+        })
+    }
+
     /// Whether an entry names `ip` literally, for `port`: what lets a
     /// granted name lead to an internal address (the guest could reach
     /// that address and port by its literal anyway).
