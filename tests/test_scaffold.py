@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from conftest import HANGAR_BIN, ROOT, Mcp, Server, run_hangar
+from test_oci_sources import registries, registry  # noqa: F401 (a fixture)
 from test_http_examples import ITEMS, JsonApi
 
 BUILD_ENV = {
@@ -109,20 +110,34 @@ def scaffold(tmp_path, kind, name, lang, *flags, sdk=None):
     return wasm
 
 
-def test_scaffolded_plugins_in_three_languages_build_and_run(tmp_path, shared_cache, packaged_sdk):
+def test_scaffolded_plugins_in_three_languages_build_and_run(tmp_path, shared_cache, packaged_sdk,
+                                                            registry):
+    """The author's whole path for the Rust tool: scaffolded against the
+    packaged SDK, built, `hangar push`ed to a real registry, pulled by its
+    digest pin and called over MCP."""
     rust_tool = scaffold(tmp_path, "tool", "scaf-rust", "rust", sdk=packaged_sdk[0])
     py_mapper = scaffold(tmp_path, "mapper", "scaf-py", "python")
     js_auth = scaffold(tmp_path, "auth", "scaf-js", "js")
-    config = """
+    push_cfg = tmp_path / "push.toml"
+    push_cfg.write_text(registries(registry))
+    ref = f"oci://{registry.host}/authors/scaf-rust:0.1.0"
+    pushed = run_hangar("push", str(rust_tool), ref, "--config", str(push_cfg))
+    assert pushed.returncode == 0, pushed.stderr
+    digest = pushed.stdout.strip().splitlines()[-1]
+    assert digest.startswith("sha256:"), pushed.stdout
+    config = registries(registry) + f"""
+[plugins.scaf-rust]
+source = "{ref}"
+digest = "{digest}"
 [plugins.scaf-js]
-config = { token = "let-me-in" }
+config = {{ token = "let-me-in" }}
 [[tools]]
 name = "scaf-rust"
-auth = { plugin = "scaf-js" }
-mappers = { output = "scaf-py" }
+auth = {{ plugin = "scaf-js" }}
+mappers = {{ output = "scaf-py" }}
 """
     s = Server(tmp_path / "srv", [], config, shared_cache)
-    for wasm in (rust_tool, py_mapper, js_auth):
+    for wasm in (py_mapper, js_auth):
         shutil.copy(wasm, s.plugins_dir / wasm.name)
     s.start()
     try:
