@@ -161,6 +161,10 @@ enum Command {
         /// Its `[registries]` (insecure registries, credentials) apply.
         #[arg(long, default_value = "hangar.toml")]
         config: PathBuf,
+        /// Also sign the pushed manifest with this PEM PKCS#8 private key
+        /// (ECDSA P-256 or Ed25519), pushed as cosign does (`sha256-<hex>.sig`).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
     },
 }
 
@@ -205,10 +209,20 @@ fn main() -> ExitCode {
                 file,
                 target,
                 config,
+                sign,
             } => {
                 let (config, _) = load_config(&config, None)?;
+                // A key that cannot sign is found before anything is pushed.
+                if let Some(key) = &sign {
+                    hangar::registry::check_signing_key(key)?;
+                }
                 let digest = hangar::registry::push(&config, &file, &target).await?;
                 println!("{digest}");
+                if let Some(key) = &sign {
+                    let tag =
+                        hangar::registry::push_signature(&config, &target, &digest, key).await?;
+                    eprintln!("signed: {tag}");
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Command::New {
@@ -309,6 +323,11 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
             println!("        source {}", source.source);
             println!("        digest {}", source.digest);
             println!("        from   {}", source.fetched.as_str());
+            println!("        signature {}", source.signature.describe());
+        } else if !hangar.config.trust.loaded.is_empty()
+            || hangar.config.trust.require != hangar::config::Require::None
+        {
+            println!("        signature local file (unverified)");
         }
         for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
             println!("        {line}");
@@ -375,11 +394,15 @@ async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
     let resolution = hangar::registry::resolve(&config, hangar::registry::Ask::Always).await;
     for r in &resolution.resolved {
         println!(
-            "  ok    {} {} {} (from {})",
+            "  ok    {} {} {} (from {}){}",
             r.name,
             r.source,
             r.digest,
-            r.fetched.as_str()
+            r.fetched.as_str(),
+            match r.signature {
+                hangar::registry::SignatureStatus::NotChecked => String::new(),
+                ref status => format!(" {}", status.describe()),
+            }
         );
     }
     for p in &resolution.problems {
