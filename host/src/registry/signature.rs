@@ -205,11 +205,12 @@ mod tests {
     fn bad_key_files_say_why() {
         let e = TrustedKey::from_pem("k", "not pem").unwrap_err();
         assert!(e.contains("not a PEM public key"), "{e}");
-        let e = TrustedKey::from_pem(
-            "k",
-            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-        )
-        .unwrap_err();
+        use p256::pkcs8::{EncodePrivateKey, LineEnding};
+        let private = p256::SecretKey::from_slice(&[7u8; 32])
+            .unwrap()
+            .to_pkcs8_pem(LineEnding::LF)
+            .unwrap();
+        let e = TrustedKey::from_pem("k", &private).unwrap_err();
         assert!(e.contains("PUBLIC KEY"), "{e}");
     }
 }
