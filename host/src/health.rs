@@ -33,6 +33,8 @@ pub struct Facts {
     /// `visible_to`, with their rules: a problem naming one is shown only to
     /// callers who may see it (whether or not the entry loaded).
     restricted: Vec<(String, Rules)>,
+    /// The plugins pulled from registries: source, digest, signature.
+    sources: Vec<crate::registry::Resolved>,
 }
 
 impl Facts {
@@ -58,11 +60,22 @@ impl Facts {
         Facts {
             problems,
             restricted,
+            sources: Vec::new(),
         }
+    }
+
+    /// With the plugins pulled from registries, for `/healthz` `plugins`.
+    pub fn with_sources(mut self, sources: Vec<crate::registry::Resolved>) -> Facts {
+        self.sources = sources;
+        self
     }
 
     pub fn problems(&self) -> &[LoadFailure] {
         &self.problems
+    }
+
+    pub fn sources(&self) -> &[crate::registry::Resolved] {
+        &self.sources
     }
 }
 
@@ -129,8 +142,43 @@ impl Health {
         if !upstreams.is_empty() {
             body["upstreams"] = Value::Object(upstreams);
         }
+        let plugins = source_states(&facts.sources, catalog, principal);
+        if !plugins.is_empty() {
+            body["plugins"] = Value::Object(plugins);
+        }
         body
     }
+}
+
+/// Each plugin pulled from a registry: its source, the digest it resolved
+/// to, where the bytes came from and its signature status. A plugin with a
+/// tool this caller may not see is left out, name and all.
+fn source_states(
+    sources: &[crate::registry::Resolved],
+    catalog: &crate::catalog::Catalog,
+    principal: Option<&Principal>,
+) -> Map<String, Value> {
+    use crate::catalog::Backend;
+    let hidden = |name: &str| {
+        catalog.tools().iter().any(|t| {
+            matches!(&t.backend, Backend::Wasm { plugin, .. } if plugin.name() == name)
+                && !t.stages.visible(principal)
+        })
+    };
+    sources
+        .iter()
+        .filter(|s| !hidden(&s.name))
+        .map(|s| {
+            let state = json!({
+                "source": s.source,
+                "digest": s.digest,
+                "from": s.fetched.as_str(),
+                "signature": s.signature.describe(),
+                "key": s.signature.key(),
+            });
+            (s.name.clone(), state)
+        })
+        .collect()
 }
 
 impl Health {

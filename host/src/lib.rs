@@ -142,7 +142,8 @@ impl Hangar {
         let loader = Arc::new(Loader::open(&config).await?);
         let generation = loader.build(&config).await?;
         let changes = loader.changes().clone();
-        let facts = health::Facts::new(generation.problems.clone(), &config);
+        let facts = health::Facts::new(generation.problems.clone(), &config)
+            .with_sources(generation.report.sources.clone());
         let files = Arc::new(files::Files::new(&config)?);
         Ok(Hangar {
             pipeline: Live::new(

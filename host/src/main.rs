@@ -173,6 +173,10 @@ enum Command {
         /// grants. Nothing is granted from it.
         #[arg(long)]
         requests: Option<PathBuf>,
+        /// Also sign the pushed manifest with this PEM PKCS#8 private key
+        /// (ECDSA P-256 or Ed25519), pushed as cosign does (`sha256-<hex>.sig`).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
     },
 }
 
@@ -218,6 +222,7 @@ fn main() -> ExitCode {
                 target,
                 config,
                 requests,
+                sign,
             } => {
                 let (config, _) = load_config(&config, None)?;
                 let mut options = hangar::registry::PushOptions::default();
@@ -227,8 +232,17 @@ fn main() -> ExitCode {
                         .map_err(|e| anyhow::anyhow!("--requests {}: {e}", path.display()))?;
                     options.requests = Some(asked);
                 }
+                // A key that cannot sign is found before anything is pushed.
+                if let Some(key) = &sign {
+                    hangar::registry::check_signing_key(key)?;
+                }
                 let digest = hangar::registry::push(&config, &file, &target, &options).await?;
                 println!("{digest}");
+                if let Some(key) = &sign {
+                    let tag =
+                        hangar::registry::push_signature(&config, &target, &digest, key).await?;
+                    eprintln!("signed: {tag}");
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Command::New {
@@ -344,6 +358,11 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
                 ),
                 Err(e) => println!("        asks   unknown: {e}"),
             }
+            println!("        signature {}", source.signature.describe());
+        } else if !hangar.config.trust.loaded.is_empty()
+            || hangar.config.trust.require != hangar::config::Require::None
+        {
+            println!("        signature local file (unverified)");
         }
         for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
             println!("        {line}");
@@ -410,11 +429,15 @@ async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
     let resolution = hangar::registry::resolve(&config, hangar::registry::Ask::Always).await;
     for r in &resolution.resolved {
         println!(
-            "  ok    {} {} {} (from {})",
+            "  ok    {} {} {} (from {}){}",
             r.name,
             r.source,
             r.digest,
-            r.fetched.as_str()
+            r.fetched.as_str(),
+            match r.signature {
+                hangar::registry::SignatureStatus::NotChecked => String::new(),
+                ref status => format!(" {}", status.describe()),
+            }
         );
     }
     for p in &resolution.problems {

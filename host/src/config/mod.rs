@@ -26,6 +26,7 @@ mod rate;
 mod registries;
 mod selection;
 mod server;
+mod trust;
 mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
@@ -40,6 +41,7 @@ pub use rate::RateLimit;
 pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
 pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
+pub use trust::{Require, TrustConfig};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
 /// The whole configuration file.
@@ -94,6 +96,9 @@ pub struct Config {
     /// OCI registries plugins with an `oci://` source come from.
     #[serde(default)]
     pub registries: RegistriesConfig,
+    /// The keys plugins from registries are signed with, and what they must carry.
+    #[serde(default)]
+    pub trust: TrustConfig,
     /// Relative paths in the file are relative to the file's folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -319,6 +324,16 @@ impl Config {
         }
         config.uploads.dir = config.uploads.dir.as_deref().map(|p| config.resolve(p));
         config.artifacts.dir = config.artifacts.dir.as_deref().map(|p| config.resolve(p));
+        config.trust.keys = config
+            .trust
+            .keys
+            .iter()
+            .map(|p| config.resolve(p))
+            .collect();
+        config
+            .trust
+            .load_keys()
+            .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         let base = config.base_dir.clone();
         for connector in config.connectors.values_mut() {
             if let ConnectorConfig::Postgres(pg) = connector

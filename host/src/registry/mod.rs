@@ -21,14 +21,19 @@ mod docker_config;
 mod pull;
 mod push;
 mod requests;
+mod signature;
 mod source;
 mod store;
+mod trust;
 
 use pull::*;
-pub use push::{PushOptions, push};
+pub use push::{PushOptions, check_signing_key, push, push_signature};
 pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
+pub use signature::TrustedKey;
 use source::*;
 use store::*;
+pub use trust::SignatureStatus;
+use trust::*;
 
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
@@ -64,6 +69,8 @@ pub struct Resolved {
     /// The component's bytes, under the cache directory.
     pub path: PathBuf,
     pub fetched: Fetched,
+    /// What the signature check found (`[trust]`).
+    pub signature: SignatureStatus,
 }
 
 /// What resolving a plugin met: a refusal (`resolved` is none) or, with a
@@ -94,7 +101,8 @@ pub struct Resolution {
 }
 
 /// Resolves one plugin's source: from the registry, else (the registry
-/// not reached) from the cache for a pinned digest or a tag pulled before.
+/// not reached) from the cache for a pinned digest or a tag pulled before;
+/// then judges it by `[trust]`.
 async fn resolve_one(
     client: &Client,
     config: &Config,
@@ -108,14 +116,30 @@ async fn resolve_one(
         source: source_text.to_string(),
         reason,
     };
-    let parsed = parse_source(source_text).and_then(|s| pin_of(&s, digest).map(|p| (s, p)));
+    let refuse = |out: &mut Resolution, reason: String| {
+        tracing::error!(plugin = name, source = source_text, "refused: {reason}");
+        out.problems.push(problem(reason));
+        out.refused.push(name.to_string());
+    };
+    let parsed = parse_source(source_text)
+        .and_then(|s| pin_of(&s, digest).map(|p| (s, p)))
+        .and_then(|(s, p)| check_pinned(&config.trust, p.as_deref()).map(|_| (s, p)));
     let (source, pin) = match parsed {
         Ok(p) => p,
-        Err(reason) => {
-            out.problems.push(problem(reason));
-            out.refused.push(name.to_string());
-            return;
-        }
+        Err(reason) => return refuse(out, reason),
+    };
+    let resolved = |digest: String, path: PathBuf, fetched: Fetched, signature| Resolved {
+        name: name.to_string(),
+        source: source_text.to_string(),
+        digest,
+        path,
+        fetched,
+        signature,
+    };
+    // From the cache, the signatures kept beside it are judged again.
+    let judged_from_cache = |digest: &str| {
+        let signed = cached_signatures(store, &source, digest);
+        judge(&config.trust, digest, signed.as_deref())
     };
     // Only when this very reference last resolved to the pin: a tag that
     // moved since is asked again (and refused).
@@ -124,37 +148,50 @@ async fn resolve_one(
         && store.refs().get(&source.reference.whole()) == Some(pin)
         && let Some(path) = from_cache(store, pin)
     {
-        out.resolved.push(Resolved {
-            name: name.to_string(),
-            source: source_text.to_string(),
-            digest: pin.clone(),
-            path,
-            fetched: Fetched::Cache,
-        });
+        let signature = judged_from_cache(pin);
+        if let Err(reason) = enforce(&config.trust, &signature) {
+            return refuse(out, reason);
+        }
+        out.resolved
+            .push(resolved(pin.clone(), path, Fetched::Cache, signature));
         return;
     }
-    match pull_one(client, &config.registries, store, &source, pin.as_deref()).await {
-        Ok((digest, path)) => {
-            tracing::info!(plugin = name, source = source_text, %digest, "pulled from the registry");
-            out.resolved.push(Resolved {
-                name: name.to_string(),
-                source: source_text.to_string(),
-                digest,
-                path,
-                fetched: Fetched::Registry,
-            })
+    let pulled = match pull_one(client, &config.registries, store, &source, pin.as_deref()).await {
+        Ok((digest, path)) if checks_signatures(&config.trust) => {
+            match fetch_signatures(client, &config.registries, store, &source, &digest).await {
+                Ok(signed) => {
+                    let signature = judge(&config.trust, &digest, signed.as_deref());
+                    Ok((digest, path, signature))
+                }
+                Err(e) => Err(e),
+            }
         }
-        Err(PullError::Refused(reason)) => {
-            tracing::error!(plugin = name, source = source_text, "refused: {reason}");
-            out.problems.push(problem(reason));
-            out.refused.push(name.to_string());
+        Ok((digest, path)) => Ok((digest, path, SignatureStatus::NotChecked)),
+        Err(e) => Err(e),
+    };
+    match pulled {
+        Ok((digest, path, signature)) => {
+            if let Err(reason) = enforce(&config.trust, &signature) {
+                return refuse(out, reason);
+            }
+            tracing::info!(plugin = name, source = source_text, %digest, signature = %signature.describe(), "pulled from the registry");
+            out.resolved
+                .push(resolved(digest, path, Fetched::Registry, signature))
         }
+        Err(PullError::Refused(reason)) => refuse(out, reason),
         Err(PullError::Unreachable(reason)) => {
             let known = pin
                 .clone()
                 .or_else(|| store.refs().get(&source.reference.whole()).cloned());
             match known.and_then(|d| from_cache(store, &d).map(|p| (d, p))) {
                 Some((digest, path)) => {
+                    let signature = judged_from_cache(&digest);
+                    if let Err(why) = enforce(&config.trust, &signature) {
+                        return refuse(
+                            out,
+                            format!("registry unreachable and the cached {digest}: {why}"),
+                        );
+                    }
                     tracing::warn!(
                         plugin = name,
                         source = source_text,
@@ -164,13 +201,8 @@ async fn resolve_one(
                     out.problems.push(problem(format!(
                         "registry unreachable, serving the cached {digest}: {reason}"
                     )));
-                    out.resolved.push(Resolved {
-                        name: name.to_string(),
-                        source: source_text.to_string(),
-                        digest,
-                        path,
-                        fetched: Fetched::Cache,
-                    });
+                    out.resolved
+                        .push(resolved(digest, path, Fetched::Cache, signature));
                 }
                 None => {
                     let reason = if pin.is_some() {
@@ -180,9 +212,7 @@ async fn resolve_one(
                     } else {
                         format!("registry unreachable and this tag was never pulled: {reason}")
                     };
-                    tracing::error!(plugin = name, source = source_text, "refused: {reason}");
-                    out.problems.push(problem(reason));
-                    out.refused.push(name.to_string());
+                    refuse(out, reason);
                 }
             }
         }

@@ -83,3 +83,81 @@ pub async fn push(
         .map_err(fail)?;
     Ok(digest)
 }
+
+/// `hangar push --sign KEY`: signs the manifest `digest` pushed to `target`
+/// and pushes the signature as cosign does, under the tag
+/// `sha256-<hex>.sig` in the same repository; returns that tag.
+pub async fn push_signature(
+    config: &Config,
+    target: &str,
+    digest: &str,
+    key: &Path,
+) -> anyhow::Result<String> {
+    use super::signature::*;
+    let key = SigningKey::load(key).map_err(|e| anyhow::anyhow!(e))?;
+    let source = parse_source(target).map_err(|e| anyhow::anyhow!("{target}: {e}"))?;
+    let image = &source.reference;
+    let docker_reference = format!("{}/{}", image.registry(), image.repository());
+    let body = payload(&docker_reference, digest);
+    let signature =
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key.sign(&body));
+    let layer = ImageLayer::new(
+        body,
+        SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
+        Some(BTreeMap::from([(
+            SIGNATURE_ANNOTATION.to_string(),
+            signature,
+        )])),
+    );
+    // cosign's signature image: an empty-ish OCI image config.
+    let sig_config = serde_json::json!({
+        "architecture": "",
+        "os": "",
+        "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [sha256(&layer.data)]},
+    });
+    let blob_config = BlobConfig {
+        data: serde_json::to_vec(&sig_config)?.into(),
+        media_type: "application/vnd.oci.image.config.v1+json".to_string(),
+        annotations: None,
+    };
+    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &blob_config, None);
+    let tag = signature_tag(digest);
+    let sig_ref = Reference::with_tag(
+        image.registry().to_string(),
+        image.repository().to_string(),
+        tag.clone(),
+    );
+    let registry = sig_ref.resolve_registry().to_string();
+    let auth = auth_for(&config.registries, &registry).map_err(|e| anyhow::anyhow!(e))?;
+    let client = client(&config.registries);
+    let insecure = config.registries.insecure.contains(&registry);
+    let fail = |e: oci_client::errors::OciDistributionError| {
+        anyhow::anyhow!("{}", explain(&e, &registry, insecure))
+    };
+    client.store_auth_if_needed(&registry, &auth).await;
+    client
+        .push_blob(&sig_ref, layer.data.clone(), &sha256(&layer.data))
+        .await
+        .map_err(fail)?;
+    client
+        .push_blob(&sig_ref, blob_config.data.clone(), &manifest.config.digest)
+        .await
+        .map_err(fail)?;
+    client
+        .push_manifest_raw(
+            &sig_ref,
+            serde_json::to_vec(&manifest)?,
+            http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+        )
+        .await
+        .map_err(fail)?;
+    Ok(tag)
+}
+
+/// Fails when `key` is not a private key `hangar push --sign` can sign with.
+pub fn check_signing_key(key: &Path) -> anyhow::Result<()> {
+    super::signature::SigningKey::load(key)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!(e))
+}

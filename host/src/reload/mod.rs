@@ -158,8 +158,10 @@ impl Reloader {
         }
         let catalog = Arc::new(generation.catalog);
         let old = self.live.swap(catalog.clone());
-        self.facts
-            .store(Arc::new(Facts::new(generation.problems, &config)));
+        self.facts.store(Arc::new(
+            Facts::new(generation.problems, &config)
+                .with_sources(generation.report.sources.clone()),
+        ));
         running.config = config;
         running.fingerprint = fingerprint;
         let changed = lists::changed(&old, &catalog);
@@ -202,8 +204,9 @@ impl Reloader {
             return None;
         }
         self.live.swap(Arc::new(catalog));
-        self.facts
-            .store(Arc::new(Facts::new(problems, &running.config)));
+        self.facts.store(Arc::new(
+            Facts::new(problems, &running.config).with_sources(facts.sources().to_vec()),
+        ));
         let changes = self.live.current().changes().clone();
         for list in &changed {
             changes.list_changed(*list);
