@@ -23,12 +23,20 @@ SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
-def keypair(folder: Path, name: str) -> tuple[Path, Path, str]:
-    """An ECDSA P-256 key pair as openssl writes it; returns (private, public, key id)."""
+GENPKEY = {
+    "p256": ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+    "ed25519": ["-algorithm", "ed25519"],
+    "rsa": ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+}
+
+
+def keypair(folder: Path, name: str, algorithm: str = "p256") -> tuple[Path, Path, str]:
+    """A key pair as openssl writes it (ECDSA P-256 unless told); returns
+    (private, public, key id)."""
     folder.mkdir(parents=True, exist_ok=True)
     key, pub = folder / f"{name}.key", folder / f"{name}.pub"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                    "-out", key], check=True, capture_output=True)
+    subprocess.run(["openssl", "genpkey", *GENPKEY[algorithm], "-out", key], check=True,
+                   capture_output=True)
     subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out", pub], check=True,
                    capture_output=True)
     der = subprocess.run(["openssl", "pkey", "-pubin", "-in", pub, "-outform", "DER"], check=True,
@@ -103,8 +111,11 @@ def cosign_sign_by_hand(registry, repo: str, digest: str, key: Path, workdir: Pa
     }, separators=(",", ":")).encode()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "payload.json").write_bytes(payload)
-    sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key, workdir / "payload.json"],
-                         check=True, capture_output=True).stdout
+    if "ed25519" in key.name:  # Ed25519 signs the message itself, no digest first
+        sign = ["openssl", "pkeyutl", "-sign", "-rawin", "-inkey", key, "-in", workdir / "payload.json"]
+    else:  # ECDSA P-256 / RSA PKCS#1 v1.5 over SHA-256, as cosign does
+        sign = ["openssl", "dgst", "-sha256", "-sign", key, workdir / "payload.json"]
+    sig = subprocess.run(sign, check=True, capture_output=True).stdout
     layer = put_blob(registry, repo, payload)
     config = b'{"architecture":"","config":{},"os":"","rootfs":{"type":"layers","diff_ids":[]}}'
     config_digest = put_blob(registry, repo, config)
@@ -290,3 +301,33 @@ def test_a_bad_key_file_is_a_config_error_naming_it(tmp_path, keys):
     # Signing refuses a public key before anything is pushed.
     out = hangar("push", plugin_path("echo"), "oci://127.0.0.1:9/x/y:1", "--sign", keys["team"][1])
     assert out.returncode != 0 and "team.pub" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("algorithm", ["ed25519", "rsa"])
+def test_ed25519_and_rsa_keys_verify_and_refuse(tmp_path, registry, servers, algorithm):
+    """Signatures made by openssl with an Ed25519 or RSA key: accepted under
+    that key, refused under a P-256 key that did not sign."""
+    key, pub, key_id = keypair(tmp_path / "keys", algorithm, algorithm)
+    _, other_pub, _ = keypair(tmp_path / "keys", "other")
+    digest = push(tmp_path, registry, "echo", "tools/echo:1.0")
+    cosign_sign_by_hand(registry, "tools/echo", digest, key, tmp_path / "by-hand")
+    ref = f"oci://{registry.host}/tools/echo:1.0"
+    good = servers(tmp_path / "good", ["wordcount"], config=registries(registry)
+                   + f'[trust]\nkeys = ["{pub}"]\nrequire = "signed"\n' + source("remote", ref))
+    assert tools(good) == ["echo", "wordcount"]
+    call_echo(good)
+    assert health(good)["plugins"]["remote"]["signature"] == f"signed by {key_id}"
+    bad = servers(tmp_path / "bad", ["wordcount"], config=registries(registry)
+                  + f'[trust]\nkeys = ["{other_pub}"]\nrequire = "signed"\n' + source("remote", ref))
+    assert tools(bad) == ["wordcount"]
+    assert "none by a trusted key" in only_problem(bad, "remote", ref)
+
+
+def test_hangar_push_signs_with_an_ed25519_key(tmp_path, registry, servers):
+    key, pub, key_id = keypair(tmp_path / "keys", "ed", "ed25519")
+    digest = push(tmp_path, registry, "echo", "tools/echo:ed", sign=key)
+    ref = f"oci://{registry.host}/tools/echo:ed"
+    s = servers(tmp_path / "srv", [], config=registries(registry)
+                + f'[trust]\nkeys = ["{pub}"]\nrequire = "signed"\n' + source("remote", ref, digest))
+    assert tools(s) == ["echo"]
+    assert health(s)["plugins"]["remote"]["signature"] == f"signed by {key_id}"
