@@ -462,7 +462,8 @@ def test_postgres_statement_of_a_client_that_hung_up_is_cancelled(pg, mcp):
 
 @pytest.fixture(scope="module")
 def tls_postgres():
-    trustme = pytest.importorskip("trustme")
+    import trustme
+
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")
     chain = b"".join(blob.bytes() for blob in cert.cert_chain_pems)

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import plugin_path
 from test_oci_sources import (  # noqa: F401 (fixtures)
-    Registry, hangar, problems, registries, servers, source, tools, call_echo, pytestmark)
+    Registry, hangar, problems, registries, servers, source, tools, call_echo)
 
 PASSWORD = "s3cret-pass"
 

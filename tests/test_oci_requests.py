@@ -16,7 +16,7 @@ import pytest
 
 from conftest import client, plugin_path, wait_for
 from test_oci_sources import (  # noqa: F401 (fixtures)
-    hangar, put_artifact, registries, registry, servers, source, tools, pytestmark)
+    hangar, put_artifact, registries, registry, servers, source, tools)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_oci_sources import (Registry, call_echo, hangar, problems, pytestmark, registries,  # noqa: F401
+from test_oci_sources import (Registry, call_echo, hangar, problems, registries,  # noqa: F401
                               registry, servers, source, tools)
 from conftest import plugin_path
 

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import plugin_path
 from test_oci_sources import (  # noqa: F401 (fixtures)
-    hangar, problems, push, registries, registry, servers, source, tools, call_echo, pytestmark)
+    hangar, problems, push, registries, registry, servers, source, tools, call_echo)
 
 TOOLS = Path(os.environ.get("HANGAR_TOOLS", Path.home() / ".cache/hangar-tools"))
 

@@ -179,7 +179,8 @@ def assert_never_printed(secret: str, servers):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    trustme = pytest.importorskip("trustme")
+    import trustme
+
     d = tmp_path_factory.mktemp("pki")
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(d / "ca.pem"))

@@ -374,7 +374,7 @@ TS_EXAMPLE = NODE_MODULES / "@modelcontextprotocol/sdk/dist/esm/examples/server/
 @pytest.fixture
 def ts_upstream():
     if not TS_EXAMPLE.exists():
-        pytest.skip("the TypeScript SDK is not installed (npm ci in tests/)")
+        pytest.fail("the TypeScript SDK is not installed (scripts/test runs npm install in tests/)")
     port = free_port()
     node = NODE_MODULES / ".bin" / "node"
     proc = subprocess.Popen([str(node), str(TS_EXAMPLE)], env={**__import__("os").environ, "MCP_PORT": str(port)},

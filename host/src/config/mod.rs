@@ -5,7 +5,8 @@
 
 /// `{{ env.X }}` / `{{ file./path }}` substitution, for settings read
 /// outside `config` (the cluster's Redis URLs).
-pub use crate::db::template::substitute_env;
+pub mod placeholders;
+pub use placeholders::substitute_env;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -218,7 +218,7 @@ impl Default for ServerConfig {
 /// from forging a round's state.
 pub fn state_key(text: &str) -> Result<String, String> {
     let env = |var: &str| std::env::var(var).ok();
-    let key = crate::db::template::substitute_env(text, &env).map_err(|e| e.to_string())?;
+    let key = super::substitute_env(text, &env).map_err(|e| e.to_string())?;
     if key.len() < 16 {
         return Err("must be at least 16 bytes".into());
     }

@@ -110,8 +110,7 @@ impl UpstreamConfig {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ResolvedUpstream, String> {
         let fail = |what: String| format!("upstream {name:?}: {what}");
-        let url = crate::db::template::substitute_env(&self.url, env)
-            .map_err(|e| fail(format!("url: {e}")))?;
+        let url = super::substitute_env(&self.url, env).map_err(|e| fail(format!("url: {e}")))?;
         let url: http::Uri = url
             .parse()
             .map_err(|_| fail("url is not a valid URL".into()))?;
@@ -125,7 +124,7 @@ impl UpstreamConfig {
         for (key, value) in &self.headers {
             let header = http::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|_| fail(format!("header {key:?} is not a valid header name")))?;
-            let value = crate::db::template::substitute_env(value, env)
+            let value = super::substitute_env(value, env)
                 .map_err(|e| fail(format!("header {key}: {e}")))?;
             let mut value = http::HeaderValue::from_str(&value).map_err(|_| {
                 fail(format!(

@@ -56,31 +56,15 @@ pub async fn push(
     );
     let raw = serde_json::to_vec(&manifest)?;
     let digest = sha256(&raw);
-    let reference = &source.reference;
-    let registry = reference.resolve_registry().to_string();
-    let auth = auth_for(&config.registries, &registry).map_err(|e| anyhow::anyhow!(e))?;
-    let client = client(&config.registries);
-    let insecure = config.registries.insecure.contains(&registry);
-    let fail = |e: oci_client::errors::OciDistributionError| {
-        anyhow::anyhow!("{}", explain(&e, &registry, insecure))
-    };
-    client.store_auth_if_needed(&registry, &auth).await;
-    client
-        .push_blob(reference, layer.data.clone(), &layer_digest)
-        .await
-        .map_err(fail)?;
-    client
-        .push_blob(reference, blob_config.data.clone(), &manifest.config.digest)
-        .await
-        .map_err(fail)?;
-    client
-        .push_manifest_raw(
-            reference,
-            raw,
-            http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
-        )
-        .await
-        .map_err(fail)?;
+    push_image(
+        config,
+        &source.reference,
+        &layer,
+        &blob_config,
+        &manifest,
+        raw,
+    )
+    .await?;
     Ok(digest)
 }
 
@@ -128,7 +112,23 @@ pub async fn push_signature(
         image.repository().to_string(),
         tag.clone(),
     );
-    let registry = sig_ref.resolve_registry().to_string();
+    let raw = serde_json::to_vec(&manifest)?;
+    push_image(config, &sig_ref, &layer, &blob_config, &manifest, raw).await?;
+    Ok(tag)
+}
+
+/// Pushes one image to `reference`: its one layer, its config blob, then
+/// the manifest `raw` (the serialized `manifest`), with the config's
+/// `[registries]` credentials and plain-HTTP list.
+async fn push_image(
+    config: &Config,
+    reference: &Reference,
+    layer: &ImageLayer,
+    blob_config: &BlobConfig,
+    manifest: &OciImageManifest,
+    raw: Vec<u8>,
+) -> anyhow::Result<()> {
+    let registry = reference.resolve_registry().to_string();
     let auth = auth_for(&config.registries, &registry).map_err(|e| anyhow::anyhow!(e))?;
     let client = client(&config.registries);
     let insecure = config.registries.insecure.contains(&registry);
@@ -137,22 +137,22 @@ pub async fn push_signature(
     };
     client.store_auth_if_needed(&registry, &auth).await;
     client
-        .push_blob(&sig_ref, layer.data.clone(), &sha256(&layer.data))
+        .push_blob(reference, layer.data.clone(), &sha256(&layer.data))
         .await
         .map_err(fail)?;
     client
-        .push_blob(&sig_ref, blob_config.data.clone(), &manifest.config.digest)
+        .push_blob(reference, blob_config.data.clone(), &manifest.config.digest)
         .await
         .map_err(fail)?;
     client
         .push_manifest_raw(
-            &sig_ref,
-            serde_json::to_vec(&manifest)?,
+            reference,
+            raw,
             http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
         )
         .await
         .map_err(fail)?;
-    Ok(tag)
+    Ok(())
 }
 
 /// Fails when `key` is not a private key `hangar push --sign` can sign with.
