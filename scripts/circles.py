@@ -162,6 +162,29 @@ class Tree:
                         return found
         return mod
 
+    def _relative_paths(self, module, code: str) -> list[str]:
+        """Paths in code that start at a child module (`child::f()`) or at
+        a module brought in by `use` (`use crate::a::b;` then `b::T`),
+        rewritten as absolute `crate::` paths."""
+        roots: dict[str, list[str]] = {}
+        for child in re.findall(r"\bmod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;", code):
+            roots[child] = list(module) + [child]
+        for _, path, alias in self.raw_uses[module]:
+            segs = self.absolute(module, path)
+            if segs is not None and self.is_module(tuple(segs)):
+                roots[alias] = segs
+        out = []
+        if not roots:
+            return out
+        pattern = re.compile(
+            r"(?<![A-Za-z0-9_:])("
+            + "|".join(re.escape(r) for r in roots)
+            + r")((?:::[A-Za-z_][A-Za-z0-9_]*)+)"
+        )
+        for m in pattern.finditer(code):
+            out.append("::".join(["crate", *roots[m.group(1)]]) + m.group(2))
+        return out
+
     def arrows(self):
         """file → set of files it names."""
         graph: dict[tuple[str, ...], set] = {m: set() for m in self.files}
@@ -169,6 +192,7 @@ class Tree:
             paths = [p for _, p, _ in self.raw_uses[module]]
             code = USE.sub("", self.code[module])
             paths += [m.group(1) for m in INLINE.finditer(code)]
+            paths += self._relative_paths(module, code)
             for path in paths:
                 segs = self.absolute(module, path)
                 if segs is None:
