@@ -60,7 +60,6 @@ pub struct Cluster {
     node: String,
     /// Whether the last request to Redis was answered.
     reachable: AtomicBool,
-    rate: redis::Script,
 }
 
 /// What `/healthz` shows under `cluster`.
@@ -125,7 +124,6 @@ impl Cluster {
             prefix: config.prefix.clone(),
             node: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             reachable: AtomicBool::new(true),
-            rate: redis::Script::new(rate::GCRA),
         }))
     }
 

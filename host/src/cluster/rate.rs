@@ -5,6 +5,7 @@
 //! a full allowance. The same algorithm as the in-process `governor`
 //! limiter: a burst of `calls`, refilled evenly over the period.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::{Cluster, Result};
@@ -12,7 +13,7 @@ use super::{Cluster, Result};
 /// `KEYS[1]` the state; `ARGV`: the emission interval (period / calls) and
 /// the burst tolerance (interval × (calls − 1)), both in ms. Answers -1
 /// (admitted) or the milliseconds until the call would fit.
-pub(super) const GCRA: &str = r#"
+const GCRA: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local interval = tonumber(ARGV[1])
@@ -26,6 +27,9 @@ redis.call('SET', KEYS[1], string.format('%.3f', new), 'PX', math.ceil(new - now
 return -1
 "#;
 
+/// The script, hashed once for `EVALSHA`.
+static GCRA_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GCRA));
+
 impl Cluster {
     /// Counts one call of `caller` against `calls` per `period` on `scope`:
     /// `Ok(Ok(()))` admitted, `Ok(Err(wait))` over the limit.
@@ -38,7 +42,7 @@ impl Cluster {
     ) -> Result<std::result::Result<(), Duration>> {
         let interval = period.as_secs_f64() * 1000.0 / f64::from(calls.max(1));
         let tolerance = interval * f64::from(calls.max(1) - 1);
-        let mut invocation = self.rate.key(self.key(&format!("rate:{scope}:{caller}")));
+        let mut invocation = GCRA_SCRIPT.key(self.key(&format!("rate:{scope}:{caller}")));
         invocation.arg(interval).arg(tolerance);
         let wait: i64 = self.script(invocation).await?;
         Ok(if wait < 0 {
