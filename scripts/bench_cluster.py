@@ -76,7 +76,8 @@ def config(name, cluster):
     path = WORK / f"{name}.toml"
     text = f'[server]\ncache_dir = "{WORK}/cache"\nplugins = "{WORK}/plugins"\n'
     if cluster:
-        text += f'[cluster]\nredis = "redis://127.0.0.1:6379"\nprefix = "{PREFIX}"\n'
+        text += (f'[cluster]\nredis = "redis://127.0.0.1:6379"\nprefix = "{PREFIX}"\n'
+                 '[artifacts]\nsigning_key = "hangar-bench-cluster-signing-key"\n')
     path.write_text(text)
     return path
 

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GUEST_OUT="$ROOT/target/wasm32-wasip2/guest"
 SLIM_OUT="$ROOT/target/wasm32-unknown-unknown/guest"
 TEST_PLUGINS="$ROOT/target/test-plugins"
-HANGAR_BIN="$ROOT/target/release/hangar"
+HANGAR_BIN="${HANGAR_BIN:-$ROOT/target/release/hangar}"
 
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled

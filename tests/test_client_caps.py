@@ -260,6 +260,9 @@ max_subscriptions_per_session = 1
 [cluster]
 redis = "{REDIS_URL}"
 prefix = "{prefix}"
+
+[artifacts]
+signing_key = "hangar-test-cluster-signing-key"
 """
     a = Server(tmp_path / "a", ["everything"], config, shared_cache).start()
     b = Server(tmp_path / "b", ["everything"], config, shared_cache).start()

@@ -62,6 +62,10 @@ plugins = "{workdir / 'plugins'}"
 redis = "{REDIS_URL}"
 prefix = "{PREFIX}"
 
+# One key on every replica: a download URL one signs, another checks.
+[artifacts]
+signing_key = "hangar-test-cluster-signing-key"
+
 [limits]
 deadline = "60s"
 fuel = 1_000_000_000_000
@@ -92,7 +96,7 @@ cache = {{ ttl = "60s" }}
 class Cluster:
     def __init__(self, workdir: Path, cache: Path):
         (workdir / "plugins").mkdir()
-        for name in ("echo", "everything", "misbehave", "kv-counter"):
+        for name in ("echo", "everything", "misbehave", "kv-counter", "wordcount", "csv-report"):
             (workdir / "plugins" / f"{name}.wasm").write_bytes(plugin_path(name).read_bytes())
         self.config = workdir / "hangar.toml"
         self.config.write_text(config(workdir, cache))
@@ -372,6 +376,44 @@ def test_the_result_cache_is_shared(cluster):
     assert stats(1)["shared_hits"] == 0
 
 
+def test_files_move_between_replicas(cluster):
+    """Upload through one replica, call through another, download through a
+    third: the replicas share the files' directory and the signing key."""
+    c = session(cluster)
+    r1, r2, r3 = (cluster.replica_url(i) for i in (1, 2, 3))
+    up = httpx.post(r1 + "/uploads", headers={"mcp-session-id": c.session}, timeout=30,
+                    files=[("file", ("notes.txt", b"one two three\nfour", "text/plain"))])
+    assert up.status_code == 201, up.text
+    [handle] = [u["handle"] for u in up.json()["uploads"]]
+    # Listed, and usable by a tool, on a replica that did not store it.
+    listed = httpx.get(r3 + "/uploads", headers={"mcp-session-id": c.session}).json()["uploads"]
+    assert handle in [u["handle"] for u in listed], listed
+    on2 = Mcp(r2)
+    on2.session = c.session
+    r = on2.call("wordcount", {"files": [handle]})
+    assert r["result"]["isError"] is False, r
+    assert r["result"]["structuredContent"]["files"][0]["words"] == 4, r
+    # Another session still cannot use it, on any replica.
+    other = Mcp(r3)
+    other.initialize()
+    r = other.call("wordcount", {"files": [handle]})
+    assert r.get("result", {}).get("isError") or "error" in r, r
+    # An artifact made on replica 2: listed and read on 3, downloaded from 1.
+    r = on2.call("csv_report", {"rows": [{"a": 1}]})
+    assert r["result"]["isError"] is False, r
+    [meta] = r["result"]["_meta"]["hangar/artifacts"]
+    on3 = Mcp(r3)
+    on3.session = c.session
+    assert meta["uri"] in [x["uri"] for x in on3.request("resources/list")["result"]["resources"]]
+    [item] = on3.request("resources/read", {"uri": meta["uri"]})["result"]["contents"]
+    assert item["text"] == "a\r\n1\r\n", item
+    url = urlsplit(meta["url"])
+    download = httpx.get(r1 + url.path + "?" + url.query)
+    assert download.status_code == 200 and download.content == b"a\r\n1\r\n", download.text
+    # An altered signature is refused there too.
+    assert httpx.get(r1 + url.path + "?" + url.query.replace("sig=", "sig=00")).status_code == 403
+
+
 def test_calls_in_flight_on_a_killed_replica_end_with_an_answer_or_an_error_never_a_hang(cluster):
     """Nine slow calls (no session: each POST stands alone) started one by
     one, so the balancer's round robin gives each replica three; one
@@ -471,6 +513,15 @@ def test_a_bad_cluster_table_is_a_config_error(tmp_path):
     r = run_hangar("check", "--config", str(cfg))
     assert r.returncode != 0
     assert "replicas" in r.stderr + r.stdout
+    # Without one signing key for all, a download URL signed on one replica
+    # would fail on the next: start-up refuses.
+    cfg.write_text('[cluster]\nredis = "redis://127.0.0.1:6379"\n')
+    r = run_hangar("check", "--config", str(cfg))
+    assert r.returncode != 0
+    assert "[cluster] needs [artifacts] signing_key" in r.stderr + r.stdout
+    r = run_hangar("serve", "--config", str(cfg), "--listen", "127.0.0.1:0")
+    assert r.returncode != 0
+    assert "[cluster] needs [artifacts] signing_key" in r.stderr + r.stdout
 
 
 def test_a_replica_that_loses_redis_serves_on_and_says_it_is_degraded(tmp_path, shared_cache):
@@ -483,7 +534,8 @@ def test_a_replica_that_loses_redis_serves_on_and_says_it_is_degraded(tmp_path, 
     try:
         wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
                                         text=True).stdout.strip() == "PONG", 10, "redis to start")
-        server = Server(tmp_path, ["echo"], f'[cluster]\nredis = "redis://127.0.0.1:{port}"\n',
+        server = Server(tmp_path, ["echo"], f'[cluster]\nredis = "redis://127.0.0.1:{port}"\n'
+                        '[artifacts]\nsigning_key = "hangar-test-cluster-signing-key"\n',
                         cache_dir=shared_cache).start()
         c = Mcp(server.url)
         c.initialize()

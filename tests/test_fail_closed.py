@@ -354,7 +354,8 @@ def test_readyz_is_503_while_the_cluster_redis_is_unreachable(start_server):
     a balancer reading status codes takes it out of rotation."""
     dead = free_port()
     s = start_server(plugins=("echo",), config=f'\n[cluster]\nredis = "redis://127.0.0.1:{dead}"\n'
-                                                 'prefix = "hangar-readyz-test"\n')
+                                                 'prefix = "hangar-readyz-test"\n'
+                                                 '[artifacts]\nsigning_key = "hangar-test-readyz-signing"\n')
     assert httpx.get(f"{s.url}/livez").json() == {"status": "ok"}
     r = httpx.get(f"{s.url}/readyz", headers={"host": "10.0.0.9:8080"}, timeout=30)
     assert r.status_code == 503, r.text

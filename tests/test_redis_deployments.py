@@ -72,6 +72,9 @@ redis = {urls}
 prefix = "hangar-test-deploy:{RUN}"
 {extra}
 
+[artifacts]
+signing_key = "hangar-test-cluster-signing-key"
+
 [[tools]]
 name = "test_simple_text"
 rate_limit = "3/m"

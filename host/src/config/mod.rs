@@ -288,6 +288,14 @@ impl Config {
             cluster
                 .check()
                 .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
+            // A download URL signed on one replica is checked by whichever
+            // one the balancer picks: a key made up per process would fail there.
+            if config.artifacts.signing_key.is_none() {
+                anyhow::bail!(
+                    "invalid config {}: [cluster] needs [artifacts] signing_key (at least 16 bytes, e.g. \"{{{{ env.HANGAR_SIGNING_KEY }}}}\"), the same on every replica: a download URL signed on one replica must verify on the others",
+                    path.display()
+                );
+            }
         }
         config.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         config.server.request_state_key = config

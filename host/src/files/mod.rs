@@ -20,6 +20,7 @@
 //! files, index, quotas and sweep; `signed` the download URLs.
 
 mod names;
+mod shared;
 mod signed;
 mod store;
 mod usage;
@@ -52,6 +53,9 @@ pub struct Files {
     key: Vec<u8>,
     url_ttl: Duration,
     public_url: Option<String>,
+    /// Whether other replicas store files in the same directories
+    /// (`[cluster]`): a lookup that misses looks on disk ([`shared`]).
+    shared: bool,
 }
 
 impl Files {
@@ -106,6 +110,7 @@ impl Files {
                 .public_url
                 .as_ref()
                 .map(|u| u.trim_end_matches('/').to_string()),
+            shared: config.cluster.is_some(),
         })
     }
 
@@ -190,6 +195,9 @@ impl Files {
 
     /// The live uploads of `area`, oldest first.
     pub fn uploads_of(&self, area: &Area) -> Vec<Arc<Entry>> {
+        if self.shared {
+            self.uploads.adopt_area(area);
+        }
         self.uploads.of_area(area)
     }
 
@@ -204,7 +212,10 @@ impl Files {
                 "{handle:?} is not an upload handle (upload://<id>/<name>, from POST /uploads)"
             ));
         };
-        let entry = self.uploads.get(id, name);
+        let entry = match (self.uploads.get(id, name), area) {
+            (None, Some(area)) if self.shared => self.uploads.adopt(area, id, name),
+            (found, _) => found,
+        };
         match (entry, area) {
             (Some(e), Some(area)) if &e.area == area => Ok(e),
             (Some(_), _) => Err(format!(
@@ -293,6 +304,9 @@ impl Files {
 
     /// The live artifacts of `area`, oldest first.
     pub fn artifacts_of(&self, area: &Area) -> Vec<Arc<Entry>> {
+        if self.shared {
+            self.artifacts.adopt_area(area);
+        }
         self.artifacts.of_area(area)
     }
 
@@ -301,8 +315,15 @@ impl Files {
         let rest = uri.strip_prefix(ARTIFACT_SCHEME)?;
         let mut parts = rest.splitn(3, '/');
         let (owner, id, name) = (parts.next()?, parts.next()?, parts.next()?);
-        let entry = self.artifacts.get(id, name)?;
-        (entry.area.as_str() == owner && Some(&entry.area) == area).then_some(entry)
+        let area = area?;
+        if area.as_str() != owner {
+            return None;
+        }
+        let entry = match self.artifacts.get(id, name) {
+            None if self.shared => self.artifacts.adopt(area, id, name)?,
+            found => found?,
+        };
+        (&entry.area == area).then_some(entry)
     }
 }
 

@@ -215,6 +215,20 @@ impl Store {
         size: u64,
         path: PathBuf,
     ) -> Arc<Entry> {
+        self.entry_until(area, id, name, size, path, Instant::now() + self.quota.ttl)
+    }
+
+    /// [`Store::entry`], expiring at `expires` (a file another replica
+    /// stored keeps the expiry it was given there).
+    pub(super) fn entry_until(
+        &self,
+        area: &Area,
+        id: &str,
+        name: &str,
+        size: u64,
+        path: PathBuf,
+        expires: Instant,
+    ) -> Arc<Entry> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         Arc::new(Entry {
             area: area.clone(),
@@ -223,7 +237,7 @@ impl Store {
             size,
             mime_type: mime_type(name).to_string(),
             path,
-            expires: Instant::now() + self.quota.ttl,
+            expires,
             seq: SEQ.fetch_add(1, Ordering::Relaxed),
         })
     }
