@@ -7,7 +7,6 @@
 
 mod lists;
 mod source;
-mod status;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -17,7 +16,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 
 pub use source::ConfigSource;
-pub use status::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
+pub use crate::health::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
 
 use crate::Hangar;
 use crate::config::Config;
