@@ -31,6 +31,11 @@ struct PoolLabels {
     pool: &'static str,
 }
 
+/// Where the instance-slot gauge is read at scrape time: the slots in use
+/// by pool (`tools`, `stages`). Whoever owns the scheduler hands one over,
+/// so the `/metrics` route reads it without naming the runtime.
+pub type InstanceGauge = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
 /// What is read from the rest of the server at scrape time.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
