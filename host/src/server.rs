@@ -168,8 +168,18 @@ fn probes_of(hangar: &Hangar) -> Arc<probes::Probes> {
         pipeline: hangar.pipeline.clone(),
         reload: hangar.reload.clone(),
         cluster: hangar.loader.cluster().cloned(),
-        sched: hangar.runtime().scheduler().clone(),
+        instances: instance_gauge(hangar),
         metrics: hangar.config.server.metrics,
+    })
+}
+
+/// The instance slots in use, read from the runtime's scheduler at
+/// scrape time.
+fn instance_gauge(hangar: &Hangar) -> crate::metrics::InstanceGauge {
+    let sched = hangar.runtime().scheduler().clone();
+    Arc::new(move || {
+        let (tools, stages) = sched.in_use();
+        vec![("tools", tools.into()), ("stages", stages.into())]
     })
 }
 

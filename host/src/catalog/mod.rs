@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod glob;
 mod invalidate;
 mod naming;
 mod offered;
@@ -14,7 +15,7 @@ mod upstreams;
 mod uri_template;
 mod validate;
 
-pub use invalidate::glob_match;
+pub use glob::glob_match;
 pub use offered::{
     CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
 };

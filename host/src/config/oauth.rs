@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ToolConfig;
+use super::tools::ToolConfig;
 
 /// The resource server's settings. With this section set, every request
 /// that reaches a tool, resource, prompt, upload or the OpenAPI document

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{AuthSetting, CacheConfig, InputSpec, LimitOverrides};
+use super::limits::LimitOverrides;
+use super::tools::{AuthSetting, CacheConfig, InputSpec};
 
 /// A `[[resources]]` entry. With `statement` it defines a DB resource (its
 /// `uri_template` variables bound as parameters, like a DB tool's inputs);
@@ -36,9 +37,9 @@ pub struct ResourceConfig {
     pub auth: Option<AuthSetting>,
     /// Only callers whose claims match see and may read it.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
-    #[serde(default = "super::yes")]
+    #[serde(default = "super::tools::yes")]
     pub read_only: bool,
-    #[serde(default = "super::default_max_rows")]
+    #[serde(default = "super::tools::default_max_rows")]
     pub max_rows: usize,
     #[serde(default)]
     pub limits: LimitOverrides,

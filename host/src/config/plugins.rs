@@ -1,6 +1,8 @@
 //! `[plugins.X]`: a plugin's limits, config, prefix, tool selection, warm
 //! instances, grants and rate limit.
 
+use std::time::Duration;
+
 use super::*;
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -20,7 +20,7 @@ pub struct TrustConfig {
     /// The keys read from `keys` when the config was loaded (a bad key file
     /// is a config error naming the file).
     #[serde(skip)]
-    pub loaded: Vec<crate::registry::TrustedKey>,
+    pub loaded: Vec<super::TrustedKey>,
 }
 
 /// What an `oci://` source must carry.
@@ -56,7 +56,7 @@ impl TrustConfig {
             .keys
             .iter()
             .map(|path| {
-                crate::registry::TrustedKey::load(path)
+                super::TrustedKey::load(path)
                     .map_err(|e| format!("[trust] keys: {}: {e}", path.display()))
             })
             .collect::<Result<_, _>>()?;

@@ -20,6 +20,7 @@
 //! files, index, quotas and sweep; `signed` the download URLs.
 
 mod names;
+mod refusal;
 mod shared;
 mod signed;
 mod store;
@@ -32,18 +33,14 @@ use std::time::Duration;
 
 use crate::config::{ArtifactsConfig, Config, UploadsConfig};
 
-pub use names::{Area, attachment, check_name, mime_type, percent_encode};
-pub use signed::DownloadRefusal;
+pub use names::{
+    ARTIFACT_SCHEME, Area, GUEST_ARTIFACTS, GUEST_UPLOADS, UPLOAD_SCHEME, attachment, check_name,
+    mime_type, percent_encode,
+};
+pub use refusal::DownloadRefusal;
 pub use store::{Entry, StoreError};
 use store::{Quota, STAGING, Store, scan};
 pub use usage::Counter;
-
-pub const UPLOAD_SCHEME: &str = "upload://";
-pub const ARTIFACT_SCHEME: &str = "artifact://";
-/// Where a component sees the uploads of its call: `/uploads/<id>/<name>`.
-pub const GUEST_UPLOADS: &str = "/uploads";
-/// Where a component leaves its artifacts.
-pub const GUEST_ARTIFACTS: &str = "/artifacts";
 
 /// The uploads and artifacts of a server, and the key its download URLs
 /// are signed with.

@@ -3,6 +3,15 @@
 
 use sha2::{Digest, Sha256};
 
+// The schemes of the handles a caller is given (`upload://…`,
+// `artifact://…`) and where a component sees them.
+pub const UPLOAD_SCHEME: &str = "upload://";
+pub const ARTIFACT_SCHEME: &str = "artifact://";
+/// Where a component sees the uploads of its call: `/uploads/<id>/<name>`.
+pub const GUEST_UPLOADS: &str = "/uploads";
+/// Where a component leaves its artifacts.
+pub const GUEST_ARTIFACTS: &str = "/artifacts";
+
 /// Longest file name kept.
 const MAX_NAME_BYTES: usize = 255;
 

@@ -14,9 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::Entry;
 use super::names::{Area, check_name, safe_component};
-use super::store::{STAGING, Store};
+use super::store::{Entry, STAGING, Store};
 
 impl Store {
     /// The live file `area/id/name` in this store's directory, adopted into

@@ -8,6 +8,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::names::{Area, percent_encode};
+use super::refusal::DownloadRefusal;
 use super::{Entry, Files};
 
 impl Files {
@@ -70,15 +71,6 @@ impl Files {
             _ => Err(DownloadRefusal::Gone),
         }
     }
-}
-
-/// Why a download URL was refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum DownloadRefusal {
-    BadSignature,
-    Expired,
-    /// The artifact expired or was never there.
-    Gone,
 }
 
 pub(super) fn unix_now() -> u64 {

@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::names::{Area, check_name, mime_type};
+use super::names::{ARTIFACT_SCHEME, Area, UPLOAD_SCHEME, check_name, mime_type};
 use super::usage::Usage;
-use super::{ARTIFACT_SCHEME, UPLOAD_SCHEME};
 
 /// Per-call staging folders (hard links to uploads) under the uploads dir.
 pub(super) const STAGING: &str = ".calls";

@@ -6,6 +6,7 @@
 //! time from a [`Live`] snapshot, so the backends carry no metrics handle.
 //! `GET /metrics` (see [`crate::server`]) renders it in the text format.
 
+mod outcome;
 mod tally;
 
 use std::sync::Arc;
@@ -18,9 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+pub use outcome::{CallOutcome, StageTimes};
 use tally::{Tallies, TallySeries};
-
-use crate::call::Stage;
 
 /// The tool label of a call to a name that is not (or not visibly) a tool:
 /// never the name asked for, so a client cannot make a series per name.
@@ -31,42 +31,10 @@ struct PoolLabels {
     pool: &'static str,
 }
 
-/// How one call ended, as the access line says it.
-#[derive(Debug, Clone, Copy)]
-pub struct CallOutcome<'a> {
-    pub tool: &'a str,
-    /// Where it ended (`handler` for a tool error, `-` when it succeeded).
-    pub stage: &'static str,
-    /// `ok`, `tool_error` or the error kind (`unauthorized`, `busy`, …).
-    pub outcome: &'static str,
-    /// Fuel its tool's guest burned.
-    pub fuel: u64,
-    /// Events (logs, progress) it lost to its budget or a full channel.
-    pub dropped_events: u64,
-    /// How long each stage it entered took.
-    pub stages: StageTimes,
-}
-
-/// How long each stage of one call took (`None`: the call did not get
-/// there). Handed over once, when the call ends: one count per call, not
-/// one per stage.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StageTimes([Option<u64>; Stage::COUNT]);
-
-impl StageTimes {
-    /// Notes that `stage` took `nanos` nanoseconds.
-    pub fn set(&mut self, stage: Stage, nanos: u64) {
-        self.0[stage as usize] = Some(nanos);
-    }
-
-    /// The stages entered and their nanoseconds, in stage order.
-    fn entered(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.0
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| n.map(|n| (i, n)))
-    }
-}
+/// Where the instance-slot gauge is read at scrape time: the slots in use
+/// by pool (`tools`, `stages`). Whoever owns the scheduler hands one over,
+/// so the `/metrics` route reads it without naming the runtime.
+pub type InstanceGauge = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
 
 /// What is read from the rest of the server at scrape time.
 #[derive(Debug, Clone, Default)]
@@ -283,6 +251,7 @@ pub fn without_tools(text: &str, tools: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::Stage;
 
     fn sample<'a>(text: &'a str, line_start: &str) -> Option<&'a str> {
         text.lines()

@@ -7,7 +7,7 @@
 //! histogram is a mutex and each labelled counter a hashed lookup under a
 //! lock, all shared by both workers, so the two cores took the same cache
 //! lines from each other several times per call. Here a call is counted
-//! once, when it ends, with its stages' times ([`super::StageTimes`]): one
+//! once, when it ends, with its stages' times ([`super::outcome::StageTimes`]): one
 //! lock of its own thread's tally, which nobody else takes but a scrape,
 //! and one lookup of the tool's name, without an allocation. Measured
 //! with callgrind, an echo call's metrics went from ~3.0k instructions to
@@ -25,7 +25,7 @@ use prometheus_client::metrics::MetricType;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use super::CallOutcome;
+use super::outcome::CallOutcome;
 use crate::call::Stage;
 
 /// The first bucket's upper bound, in nanoseconds; each next one is ×4.

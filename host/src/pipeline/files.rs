@@ -9,9 +9,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
+use super::setup::Pipeline;
 use super::{
-    CallContext, CallError, Content, ErrorKind, Pipeline, ReadResult, ResourceContents,
-    ResourceDef, Stage, ToolResult,
+    CallContext, CallError, Content, ErrorKind, ReadResult, ResourceContents, ResourceDef, Stage,
+    ToolResult,
 };
 use crate::catalog::{Backend, CatalogTool};
 use crate::files::{

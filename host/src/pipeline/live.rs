@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::Pipeline;
+use super::setup::Pipeline;
 use crate::catalog::Catalog;
 
 /// The current [`Pipeline`], shared by MCP, REST and health. A request takes

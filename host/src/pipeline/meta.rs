@@ -6,9 +6,9 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
+use super::setup::Pipeline;
 use super::{
-    ArgsValidator, CallContext, CallError, Content, ErrorKind, Pipeline, Principal, Stage,
-    ToolResult,
+    ArgsValidator, CallContext, CallError, Content, ErrorKind, Principal, Stage, ToolResult,
 };
 use crate::catalog::{Annotations, ToolDef};
 use crate::config::CatalogMode;

@@ -10,8 +10,7 @@ mod live;
 pub mod meta;
 mod observe;
 mod offers;
-
-use std::sync::Arc;
+mod setup;
 
 use serde_json::{Value, json};
 
@@ -29,78 +28,11 @@ pub use crate::catalog::ArgsValidator;
 pub use door::Door;
 pub use failures::AuthFailures;
 pub use live::Live;
+pub use setup::Pipeline;
 
-use crate::catalog::{Backend, Catalog, CatalogTool};
-use crate::metrics::Metrics;
-
-/// Runs calls against one catalog (one generation of it: [`Live`] holds
-/// the one in service and swaps it on reload).
-#[derive(Clone)]
-pub struct Pipeline {
-    catalog: Arc<Catalog>,
-    /// Resources guests announced as changed, for subscribed clients.
-    changes: ResourceChanges,
-    /// Where calls are counted and timed (one registry for the process).
-    metrics: Arc<Metrics>,
-    /// Uploads and artifacts (kept across reloads); none in a bare pipeline.
-    files: Option<Arc<crate::files::Files>>,
-    /// What stands before every auth check (kept across reloads).
-    door: Arc<Door>,
-}
+use crate::catalog::{Backend, CatalogTool};
 
 impl Pipeline {
-    pub fn new(catalog: Arc<Catalog>) -> Pipeline {
-        Pipeline {
-            catalog,
-            changes: ResourceChanges::default(),
-            metrics: Arc::default(),
-            files: None,
-            door: Arc::default(),
-        }
-    }
-
-    /// This pipeline, checking callers through `door` (a reloaded pipeline
-    /// keeps the old one's, with its counts).
-    pub fn with_door(mut self, door: Arc<Door>) -> Pipeline {
-        self.door = door;
-        self
-    }
-
-    pub fn door(&self) -> &Arc<Door> {
-        &self.door
-    }
-
-    /// This pipeline, keeping uploads and artifacts in `files`.
-    pub fn with_files(mut self, files: Arc<crate::files::Files>) -> Pipeline {
-        self.files = Some(files);
-        self
-    }
-
-    /// This pipeline, counting calls in `metrics` (a reloaded pipeline keeps
-    /// the old one's).
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
-        self.metrics = metrics;
-        self
-    }
-
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    /// This pipeline, announcing changes on `changes` (the guests' channel).
-    pub fn with_changes(mut self, changes: ResourceChanges) -> Pipeline {
-        self.changes = changes;
-        self
-    }
-
-    pub fn changes(&self) -> &ResourceChanges {
-        &self.changes
-    }
-
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-
     /// Runs one call through every stage; the first stage that fails ends
     /// it, and no later stage runs. The auth stage sets `cx.principal`.
     /// Each call leaves one access line in the log (`hangar::access`).

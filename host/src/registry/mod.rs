@@ -26,10 +26,10 @@ mod source;
 mod store;
 mod trust;
 
+pub use crate::config::TrustedKey;
 use pull::*;
 pub use push::{PushOptions, check_signing_key, push, push_signature};
 pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
-pub use signature::TrustedKey;
 use source::*;
 use store::*;
 pub use trust::SignatureStatus;

@@ -7,7 +7,6 @@
 
 mod lists;
 mod source;
-mod status;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -16,8 +15,8 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
+pub use crate::health::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
 pub use source::ConfigSource;
-pub use status::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
 
 use crate::Hangar;
 use crate::config::Config;

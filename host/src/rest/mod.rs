@@ -5,38 +5,27 @@
 mod explorer;
 mod offers;
 mod openapi;
+mod reply;
+mod request;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Annotations;
-use crate::pipeline::{
-    CallContext, CallError, ErrorKind, Live, Pipeline, Principal, RequestInfo, ToolResult,
-    Transport, meta,
-};
-
-/// What the REST handlers share.
-pub struct Rest {
-    /// The pipeline in service; each request takes its current one once.
-    pub pipeline: Live,
-    /// `false` answers every call with 403 (the catalog stays browsable).
-    pub allow_execute: bool,
-    /// `false`: no trace ids are made, and results carry no `_meta`.
-    pub trace_ids: bool,
-    /// Serve the explorer page at `/ui`.
-    pub ui: bool,
-}
+use crate::pipeline::{CallError, ErrorKind, ToolResult, meta};
+use reply::{error, retry_later};
+use request::Caller;
+pub use request::Rest;
 
 pub fn router(rest: Rest) -> Router {
     let ui = rest.ui;
@@ -55,13 +44,8 @@ pub fn router(rest: Rest) -> Router {
 }
 
 /// The document for the caller: the tools `GET /tools` lists it, no others.
-async fn openapi_json(
-    State(rest): State<Arc<Rest>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-) -> Response {
-    let (pipeline, principal) = listing(&rest, "/openapi.json", &headers, client, token).await;
+async fn openapi_json(caller: Caller) -> Response {
+    let (pipeline, principal) = caller.listing("/openapi.json").await;
     let listed = pipeline.listed(principal.as_ref());
     let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
@@ -82,50 +66,8 @@ struct Summary<'a> {
     annotations: Option<&'a Annotations>,
 }
 
-/// The principal of a request's bearer token, when `[oauth]` protects REST.
-pub(crate) type Token = Option<axum::Extension<crate::pipeline::Principal>>;
-
-/// A context for a REST request, as the auth stage sees it.
-fn context(
-    rest: &Rest,
-    method: &str,
-    path: &str,
-    headers: &HeaderMap,
-    client: SocketAddr,
-    token: Token,
-) -> CallContext {
-    let info = RequestInfo::new(Transport::Rest, method, path, headers, Some(client));
-    let mut cx = CallContext::traced(info.traceparent(), rest.trace_ids);
-    // `[oauth]` with `rest = true`: the bearer token's principal, which the
-    // middleware put in place of the `Authorization` header.
-    cx.principal = token.map(|t| t.0);
-    cx.request = Some(Arc::new(info));
-    cx
-}
-
-/// The pipeline in service and who asks it for a listing: what every
-/// listing handler (tools, one tool, the OpenAPI document, resources,
-/// prompts) starts with, so each lists what that caller may see.
-async fn listing(
-    rest: &Rest,
-    path: &str,
-    headers: &HeaderMap,
-    client: SocketAddr,
-    token: Token,
-) -> (Arc<Pipeline>, Option<Principal>) {
-    let cx = context(rest, "GET", path, headers, client, token);
-    let pipeline = rest.pipeline.current();
-    let principal = pipeline.listing_principal(&cx).await;
-    (pipeline, principal)
-}
-
-async fn list(
-    State(rest): State<Arc<Rest>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-) -> Response {
-    let (pipeline, principal) = listing(&rest, "/tools", &headers, client, token).await;
+async fn list(caller: Caller) -> Response {
+    let (pipeline, principal) = caller.listing("/tools").await;
     let listed = pipeline.listed(principal.as_ref());
     let tools: Vec<Summary> = listed
         .iter()
@@ -139,15 +81,9 @@ async fn list(
     Json(tools).into_response()
 }
 
-async fn describe(
-    State(rest): State<Arc<Rest>>,
-    Path(name): Path<String>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-) -> Response {
+async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
     let path = format!("/tools/{name}");
-    let (pipeline, principal) = listing(&rest, &path, &headers, client, token).await;
+    let (pipeline, principal) = caller.listing(&path).await;
     let listed = pipeline.listed(principal.as_ref());
     match listed.into_iter().find(|d| d.name == name) {
         Some(def) => Json(def).into_response(),
@@ -155,35 +91,10 @@ async fn describe(
     }
 }
 
-/// A result with the trace id in `_meta` (no `_meta` without one), merged
-/// with the `_meta` the result has (an upstream's): Hangar's keys win.
-#[derive(Serialize)]
-struct Traced<'a, T> {
-    #[serde(flatten)]
-    result: &'a T,
-    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<Value>,
-}
-
-impl<'a, T: Serialize> Traced<'a, T> {
-    fn new(result: &'a T, trace_id: &str) -> Self {
-        Traced {
-            result,
-            meta: (!trace_id.is_empty()).then(|| json!({ "_trace_id": trace_id })),
-        }
-    }
-}
-
 /// Preconditions in order: execution allowed, tool known, body (non-JSON is
 /// `{}`), auth; then the pipeline.
-async fn call(
-    State(rest): State<Arc<Rest>>,
-    Path(name): Path<String>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn call(Path(name): Path<String>, caller: Caller, body: Bytes) -> Response {
+    let rest = &caller.rest;
     if !rest.allow_execute {
         return error(StatusCode::FORBIDDEN, "Tool execution is disabled.");
     }
@@ -196,7 +107,7 @@ async fn call(
     // A body that is not JSON is taken as no arguments.
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
     let path = format!("/tools/{name}/call");
-    let mut cx = context(&rest, "POST", &path, &headers, client, token);
+    let mut cx = caller.context("POST", &path);
     let outcome = p.call(&name, args, &mut cx).await;
     let result = match outcome {
         Ok(result) => result,
@@ -261,16 +172,4 @@ fn traced(status: StatusCode, result: &ToolResult, trace_id: &str) -> Response {
     let mut result = result.clone();
     result.set_meta("_trace_id", json!(trace_id));
     (status, Json(result)).into_response()
-}
-
-/// Asks the caller to retry a `busy` answer in a second.
-fn retry_later(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
-fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
 }

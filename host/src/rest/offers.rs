@@ -3,19 +3,19 @@
 //! MCP's result shapes, and [`OfferError`], the one place their failures
 //! become statuses.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, RawQuery};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Rest, Token, Traced, context, error, listing, retry_later};
+use super::reply::{Traced, error, retry_later};
+use super::request::{Caller, Rest};
 use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
@@ -89,13 +89,8 @@ struct Prompts<'a> {
     prompts: Vec<&'a PromptDef>,
 }
 
-async fn list_resources(
-    State(rest): State<Arc<Rest>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-) -> Response {
-    let (pipeline, principal) = listing(&rest, "/resources", &headers, client, token).await;
+async fn list_resources(caller: Caller) -> Response {
+    let (pipeline, principal) = caller.listing("/resources").await;
     Json(Resources {
         resources: pipeline.listed_resources(principal.as_ref()),
         resource_templates: pipeline.listed_templates(principal.as_ref()),
@@ -103,13 +98,8 @@ async fn list_resources(
     .into_response()
 }
 
-async fn list_prompts(
-    State(rest): State<Arc<Rest>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-) -> Response {
-    let (pipeline, principal) = listing(&rest, "/prompts", &headers, client, token).await;
+async fn list_prompts(caller: Caller) -> Response {
+    let (pipeline, principal) = caller.listing("/prompts").await;
     Json(Prompts {
         prompts: pipeline.listed_prompts(principal.as_ref()),
     })
@@ -117,33 +107,30 @@ async fn list_prompts(
 }
 
 /// A `ReadResourceResult`, with the trace id in `_meta`.
-async fn read_resource(
-    State(rest): State<Arc<Rest>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Result<Response, OfferError> {
+async fn read_resource(caller: Caller, RawQuery(query): RawQuery) -> Result<Response, OfferError> {
     let uri = uri_param(query.as_deref())?;
-    let mut cx = context(&rest, "GET", "/resources/read", &headers, client, token);
-    let result = rest.pipeline.current().read_resource(&uri, &mut cx).await;
+    let mut cx = caller.context("GET", "/resources/read");
+    let result = caller
+        .rest
+        .pipeline
+        .current()
+        .read_resource(&uri, &mut cx)
+        .await;
     let result = result.map_err(|e| OfferError::call(e, &cx))?;
     Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
 }
 
 /// A `GetPromptResult`, with the trace id in `_meta`.
 async fn get_prompt(
-    State(rest): State<Arc<Rest>>,
     Path(name): Path<String>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Token,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, OfferError> {
     let arguments = prompt_arguments(&body)?;
     let path = format!("/prompts/{name}/get");
-    let mut cx = context(&rest, "POST", &path, &headers, client, token);
-    let result = rest
+    let mut cx = caller.context("POST", &path);
+    let result = caller
+        .rest
         .pipeline
         .current()
         .get_prompt(&name, &arguments, &mut cx)

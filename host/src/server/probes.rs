@@ -38,7 +38,7 @@ pub struct Probes {
     /// The replicas' shared Redis (`[cluster]`).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Guest instance slots in use, for `/metrics`.
-    pub sched: Arc<crate::wasm::sched::Scheduler>,
+    pub instances: crate::metrics::InstanceGauge,
     /// Whether `/metrics` is served (`[server] metrics`).
     pub metrics: bool,
 }
@@ -85,9 +85,8 @@ async fn readyz(State(probes): State<Arc<Probes>>) -> Response {
 
 /// `/metrics`: the Prometheus text exposition (OpenMetrics flavour).
 async fn metrics(State(probes): State<Arc<Probes>>, full: bool) -> Response {
-    let (tools, stages) = probes.sched.in_use();
     let mut live = crate::metrics::Live {
-        instances: vec![("tools", tools.into()), ("stages", stages.into())],
+        instances: (probes.instances)(),
         ..Default::default()
     };
     let pipeline = probes.pipeline.current();

@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 
 use super::encode::LastCall;
 use super::span::SpanRecord;
-use super::{Tracer, tracer};
+use super::tracer::{Tracer, tracer};
 
 /// How many spans a busy worker gathers before it hands them over.
 const LOCAL_MAX: usize = 32;

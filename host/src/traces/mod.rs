@@ -19,38 +19,25 @@
 mod encode;
 mod export;
 mod local;
+mod sampling;
 mod span;
+mod tracer;
 
 pub use local::on_park;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Config, IdGenerator, SamplingDecision, ShouldSample};
+use opentelemetry_sdk::trace::Config;
 
 use crate::call::RequestInfo;
 
+use sampling::Sampling;
 pub use span::{Parent, SpanClock, SpanRecord, What};
-
-static TRACER: OnceLock<Tracer> = OnceLock::new();
-
-/// The process's tracer, when traces are exported.
-pub fn tracer() -> Option<&'static Tracer> {
-    TRACER.get()
-}
-
-/// Starts spans (sampling them, giving them ids) and takes finished ones
-/// to the exporter's queue. One per process, set by [`init`].
-pub struct Tracer {
-    sampling: Sampling,
-    ids: Box<dyn IdGenerator>,
-    envelope: Arc<encode::Envelope>,
-    queue: Arc<export::Queue>,
-}
+use tracer::TRACER;
+pub use tracer::{Tracer, tracer};
 
 /// A call span's identity, as [`Tracer::start`] decided it.
 pub struct Started {
@@ -86,58 +73,6 @@ impl Tracer {
     /// Hands a finished span to the exporter, encoded (see [`local`]).
     pub fn record(&self, span: &SpanRecord) {
         local::record(self, span);
-    }
-}
-
-/// How calls are sampled. The two samplers that keep every trace they
-/// may (the default, `parentbased_always_on`, and `always_on`) are decided
-/// here; any other is the SDK's, as `OTEL_TRACES_SAMPLER` names it. Asking
-/// the SDK's sampler costs a call a dynamic call and, under a parent, a
-/// `Context` built for it, to learn what the parent's flag already says.
-enum Sampling {
-    /// `always_on`: every call is sampled.
-    Always,
-    /// `parentbased_always_on`: a call follows its parent's sampled flag;
-    /// one without a parent is sampled.
-    ParentOrAlways,
-    Sdk(Box<dyn ShouldSample>),
-}
-
-impl Sampling {
-    /// From `OTEL_TRACES_SAMPLER`, read as the SDK reads it (which built
-    /// `sdk` from it): unset means `parentbased_always_on`.
-    fn from_env(sdk: Box<dyn ShouldSample>) -> Sampling {
-        match std::env::var("OTEL_TRACES_SAMPLER").as_deref() {
-            Err(_) | Ok("parentbased_always_on") => Sampling::ParentOrAlways,
-            Ok("always_on") => Sampling::Always,
-            Ok(_) => Sampling::Sdk(sdk),
-        }
-    }
-
-    /// Whether a call of `tool` in `trace_id` under `parent` (a valid one) is sampled.
-    fn sampled(&self, parent: Option<&SpanContext>, trace_id: TraceId, tool: &str) -> bool {
-        match self {
-            Sampling::Always => true,
-            Sampling::ParentOrAlways => parent.is_none_or(|p| p.is_sampled()),
-            Sampling::Sdk(sampler) => {
-                // The sampler takes a parent `Context`: built only when
-                // there is a parent (an incoming traceparent or an outer
-                // call), not per call.
-                let parent_cx = parent
-                    .map(|p| opentelemetry::Context::new().with_remote_span_context(p.clone()));
-                let decision = sampler
-                    .should_sample(
-                        parent_cx.as_ref(),
-                        trace_id,
-                        tool,
-                        &SpanKind::Server,
-                        &[],
-                        &[],
-                    )
-                    .decision;
-                decision == SamplingDecision::RecordAndSample
-            }
-        }
     }
 }
 
@@ -242,35 +177,5 @@ mod tests {
         );
         assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
         assert!(incoming_parent(&request(Default::default())).is_none());
-    }
-
-    #[test]
-    fn the_samplers_decided_here_decide_as_the_sdks() {
-        use opentelemetry_sdk::trace::Sampler;
-        let trace_id = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
-        let parent =
-            |sampled| context_of(trace_id, SpanId::from_bytes(7u64.to_be_bytes()), sampled);
-        let (on, off) = (parent(true), parent(false));
-        let pairs = [
-            (
-                Sampling::ParentOrAlways,
-                Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
-            ),
-            (Sampling::Always, Sampler::AlwaysOn),
-        ];
-        for (here, sdk) in pairs {
-            let sdk = Sampling::Sdk(Box::new(sdk));
-            for parent in [None, Some(&on), Some(&off)] {
-                assert_eq!(
-                    here.sampled(parent, trace_id, "echo"),
-                    sdk.sampled(parent, trace_id, "echo"),
-                    "under {parent:?}"
-                );
-            }
-        }
-        // And the cases that tell them apart decide as expected.
-        assert!(!Sampling::ParentOrAlways.sampled(Some(&off), trace_id, "echo"));
-        assert!(Sampling::Always.sampled(Some(&off), trace_id, "echo"));
-        assert!(Sampling::ParentOrAlways.sampled(None, trace_id, "echo"));
     }
 }

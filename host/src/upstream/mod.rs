@@ -8,6 +8,7 @@ mod breaker;
 mod client;
 mod relay;
 mod sessions;
+mod slot;
 mod sse;
 mod tools;
 
@@ -21,7 +22,7 @@ use serde_json::{Value, json};
 use breaker::Breaker;
 pub use breaker::BreakerState;
 use client::{Client, Reply, WireError};
-use sessions::{CATALOG_KEY, Slot, capabilities, session_key};
+use slot::{CATALOG_KEY, Slot, capabilities, session_key};
 use tools::tool_def;
 
 use crate::call::ToolDef;

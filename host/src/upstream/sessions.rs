@@ -2,15 +2,16 @@
 //! opened on first use under the breaker, opened again once when the
 //! upstream forgot it (404), closed when idle or past the cap.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Upstream;
 use super::client::{Client, Handshake, WireError};
-use crate::call::{Askable, CallContext, CallError, ErrorKind};
+use super::slot::{CATALOG_KEY, Slot, client_session_key};
+use crate::call::{CallError, ErrorKind};
 
 /// Upstream sessions kept at once per upstream; past it the least recently
 /// used is closed.
@@ -18,17 +19,6 @@ const MAX_SESSIONS: usize = 1024;
 
 /// An upstream session unused this long is closed when another is opened.
 const IDLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30 * 60);
-
-/// The session key of the catalog's own listings.
-pub(super) const CATALOG_KEY: &str = "hangar:catalog";
-
-/// One upstream session, opened on first use; the lock makes concurrent
-/// first calls share one `initialize`.
-#[derive(Default)]
-pub(super) struct Slot {
-    handshake: tokio::sync::Mutex<Option<Handshake>>,
-    used: Mutex<Option<Instant>>,
-}
 
 impl Upstream {
     /// Runs `op` in the session keyed `key` under the breaker (calls only):
@@ -188,62 +178,5 @@ impl Drop for Upstream {
         for slot in slots {
             self.close_later(slot);
         }
-    }
-}
-
-fn client_session_key(session_id: &str) -> String {
-    format!("session:{session_id}")
-}
-
-/// Whose upstream session a call uses: its client session's, else its
-/// principal's, else the anonymous one.
-pub(super) fn session_key(cx: &CallContext) -> String {
-    match (&cx.session_id, &cx.principal) {
-        (Some(id), _) => client_session_key(id),
-        (None, Some(p)) => format!("principal:{}", p.subject),
-        (None, None) => "anonymous".to_string(),
-    }
-}
-
-/// The client capabilities an upstream session declares: the questions the
-/// call that opens it can put to its own client (relayed, see `relay`).
-pub(super) fn capabilities(cx: &CallContext) -> Value {
-    match cx.events.askable() {
-        Askable::Yes {
-            elicitation,
-            sampling,
-            roots,
-        } => {
-            let mut caps = json!({});
-            if elicitation {
-                caps["elicitation"] = json!({});
-            }
-            if sampling {
-                caps["sampling"] = json!({});
-            }
-            if roots {
-                caps["roots"] = json!({});
-            }
-            caps
-        }
-        Askable::No(_) => json!({}),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sessions_are_per_client_session_then_principal() {
-        let mut cx = CallContext::new(None);
-        assert_eq!(session_key(&cx), "anonymous");
-        cx.principal = Some(crate::call::Principal {
-            subject: "ana".into(),
-            claims: json!({}),
-        });
-        assert_eq!(session_key(&cx), "principal:ana");
-        cx.session_id = Some("s1".into());
-        assert_eq!(session_key(&cx), "session:s1");
     }
 }

@@ -1,5 +1,7 @@
 //! What `/healthz` shows of reloads, and the counters and hook other
-//! parts of the server (metrics) read.
+//! parts of the server (metrics) read. Health owns it (the reloader
+//! records into it through `reload`'s re-export) so health names nothing
+//! of the reloader.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -3,6 +3,8 @@
 //! caller the way `GET /tools` is, so nothing shown only to some callers is
 //! named or counted for anyone else.
 
+mod reloads;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -12,8 +14,8 @@ use serde_json::{Map, Value, json};
 use crate::catalog::claims_match;
 use crate::config::Config;
 use crate::pipeline::{Live, Principal};
-use crate::reload::ReloadStatus;
 use crate::wasm::LoadFailure;
+pub use reloads::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
 
 /// A `visible_to` table.
 type Rules = BTreeMap<String, Vec<String>>;
