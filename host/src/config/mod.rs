@@ -17,6 +17,7 @@ mod capabilities;
 mod cluster;
 mod connectors;
 mod files;
+mod kv;
 mod limits;
 mod oauth;
 mod offered;
@@ -34,6 +35,7 @@ pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use files::{ArtifactsConfig, UploadsConfig};
+pub use kv::{BackendKind, KvConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
@@ -80,7 +82,7 @@ pub struct Config {
     pub credentials: BTreeMap<String, CredentialConfig>,
     /// Where plugins' key-value state lives (`hangar:plugin/kv`).
     #[serde(default)]
-    pub kv: crate::wasm::kv::KvConfig,
+    pub kv: KvConfig,
     /// Hangar as an OAuth 2.1 resource server (bearer tokens on `/mcp`).
     pub oauth: Option<OAuthConfig>,
     /// MCP servers whose tools join the catalog, by name.
@@ -380,7 +382,7 @@ impl Config {
         if let Some(cluster) = &config.cluster {
             let table: toml::Table = toml::from_str(text)?;
             if !table.contains_key("kv") {
-                config.kv.backend = crate::wasm::kv::BackendKind::Redis;
+                config.kv.backend = BackendKind::Redis;
                 config.kv.url = cluster.redis.first().to_string();
             }
         }
@@ -509,12 +511,12 @@ mod tests {
     fn a_cluster_without_kv_puts_kv_in_its_redis() {
         let c = Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n").unwrap();
         assert_eq!(c.cluster.as_ref().unwrap().prefix, "hangar:cluster");
-        assert_eq!(c.kv.backend, crate::wasm::kv::BackendKind::Redis);
+        assert_eq!(c.kv.backend, BackendKind::Redis);
         assert_eq!(c.kv.url, "redis://10.0.0.5:6379");
         let own =
             Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n[kv]\nmax_keys = 5\n")
                 .unwrap();
-        assert_eq!(own.kv.backend, crate::wasm::kv::BackendKind::Embedded);
+        assert_eq!(own.kv.backend, BackendKind::Embedded);
         assert!(Config::parse("").unwrap().cluster.is_none());
         assert!(Config::parse("[cluster]\nredis = \"x\"\nport = 1\n").is_err());
         let bad = Config::parse("[cluster]\nredis = \"http://user:secret@h:1\"\n").unwrap();
