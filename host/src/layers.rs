@@ -30,6 +30,14 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("wasm", &["pipeline", "catalog", "mcp", "rest", "server"]),
+    // The host-wide key-value store: used by the guest capability (wasm)
+    // and by MCP tasks, so it names neither.
+    (
+        "kv",
+        &[
+            "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
+        ],
+    ),
     ("db", &["pipeline", "catalog", "mcp", "rest", "server"]),
     (
         "upstream",

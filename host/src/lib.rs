@@ -13,6 +13,7 @@ pub mod config;
 pub mod db;
 pub mod files;
 pub mod health;
+pub mod kv;
 pub mod loader;
 pub mod mcp;
 pub mod metrics;

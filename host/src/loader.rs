@@ -20,7 +20,7 @@ use crate::{LoadReport, LoadedEntry, plugin_metas};
 pub struct Loader {
     runtime: Runtime,
     client: Arc<wasm::http::HttpClient>,
-    kv: Option<Arc<wasm::kv::KvStore>>,
+    kv: Option<Arc<crate::kv::KvStore>>,
     /// Why the kv store did not open, repeated in every generation's problems.
     kv_problems: Vec<LoadFailure>,
     changes: ResourceChanges,
@@ -72,12 +72,12 @@ impl Loader {
             cluster.probe().await?;
         }
         // kv in the cluster's Redis speaks through the cluster's connection.
-        let open_redis = cluster.as_ref().map(|cluster| wasm::kv::OpenRedis {
+        let open_redis = cluster.as_ref().map(|cluster| crate::kv::OpenRedis {
             url: cluster.first_url(),
             link: cluster.link().clone(),
         });
         let (kv, kv_problems) =
-            wasm::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
+            crate::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
         let kv_problems = kv_problems
             .into_iter()
             .map(|error| LoadFailure {
@@ -111,7 +111,7 @@ impl Loader {
     }
 
     /// The kv store (`[kv]`), when it opened.
-    pub fn kv(&self) -> Option<Arc<wasm::kv::KvStore>> {
+    pub fn kv(&self) -> Option<Arc<crate::kv::KvStore>> {
         self.kv.clone()
     }
 

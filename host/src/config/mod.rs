@@ -17,6 +17,7 @@ mod cluster;
 mod connectors;
 mod files;
 mod keys;
+mod kv;
 mod limits;
 mod oauth;
 mod offered;
@@ -36,6 +37,7 @@ pub use cluster::{ClusterConfig, RedisUrls};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use keys::TrustedKey;
+pub use kv::{BackendKind, KvConfig};
 pub use limits::{LimitOverrides, Limits};
 pub use oauth::{OAuthConfig, RestAccess};
 pub use offered::{PromptConfig, ResourceConfig};
@@ -86,7 +88,7 @@ pub struct Config {
     pub credentials: BTreeMap<String, CredentialConfig>,
     /// Where plugins' key-value state lives (`hangar:plugin/kv`).
     #[serde(default)]
-    pub kv: crate::wasm::kv::KvConfig,
+    pub kv: KvConfig,
     /// Hangar as an OAuth 2.1 resource server (bearer tokens on `/mcp`).
     pub oauth: Option<OAuthConfig>,
     /// MCP servers whose tools join the catalog, by name.
@@ -225,7 +227,7 @@ impl Config {
         if let Some(cluster) = &config.cluster {
             let table: toml::Table = toml::from_str(text)?;
             if !table.contains_key("kv") {
-                config.kv.backend = crate::wasm::kv::BackendKind::Redis;
+                config.kv.backend = BackendKind::Redis;
                 config.kv.url = cluster.redis.first().to_string();
             }
         }
@@ -354,12 +356,12 @@ mod tests {
     fn a_cluster_without_kv_puts_kv_in_its_redis() {
         let c = Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n").unwrap();
         assert_eq!(c.cluster.as_ref().unwrap().prefix, "hangar:cluster");
-        assert_eq!(c.kv.backend, crate::wasm::kv::BackendKind::Redis);
+        assert_eq!(c.kv.backend, BackendKind::Redis);
         assert_eq!(c.kv.url, "redis://10.0.0.5:6379");
         let own =
             Config::parse("[cluster]\nredis = \"redis://10.0.0.5:6379\"\n[kv]\nmax_keys = 5\n")
                 .unwrap();
-        assert_eq!(own.kv.backend, crate::wasm::kv::BackendKind::Embedded);
+        assert_eq!(own.kv.backend, BackendKind::Embedded);
         assert!(Config::parse("").unwrap().cluster.is_none());
         assert!(Config::parse("[cluster]\nredis = \"x\"\nport = 1\n").is_err());
         let bad = Config::parse("[cluster]\nredis = \"http://user:secret@h:1\"\n").unwrap();

@@ -65,7 +65,7 @@ impl Files {
         let key = match &art.signing_key {
             Some(text) => {
                 let env = |var: &str| std::env::var(var).ok();
-                let key = crate::db::template::substitute_env(text, &env)
+                let key = crate::config::placeholders::substitute_env(text, &env)
                     .map_err(|e| anyhow::anyhow!("[artifacts] signing_key: {e}"))?;
                 if key.len() < 16 {
                     anyhow::bail!("[artifacts] signing_key: use at least 16 bytes");

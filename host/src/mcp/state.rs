@@ -94,11 +94,7 @@ impl McpState {
 
     /// Keeps tasks in `store` (the kv store); without one no call becomes a
     /// task. `shared`: other replicas use the same store (`[cluster]`).
-    pub fn with_tasks(
-        mut self,
-        store: Option<Arc<crate::wasm::kv::KvStore>>,
-        shared: bool,
-    ) -> McpState {
+    pub fn with_tasks(mut self, store: Option<Arc<crate::kv::KvStore>>, shared: bool) -> McpState {
         let tasks = modern::Tasks::new(store);
         self.tasks = Arc::new(if shared {
             tasks.shared_by_replicas()

@@ -14,11 +14,12 @@ use super::bindings::tool::hangar::plugin::host;
 use super::bindings::tool::hangar::plugin::{client, config, credentials};
 use super::guest_log::GuestLog;
 use super::http::{HttpAccess, HttpCall};
-use super::kv::{KvCall, KvStore};
+use super::kv::KvCall;
 use super::sched::{LaneTurn, Scheduler};
 use super::stderr::StderrCapture;
 use super::write_cap::WriteCap;
 use crate::call::{EventSink, LogLevel};
+use crate::kv::KvStore;
 
 /// Who a guest is: its plugin name and its configuration from `hangar.toml`.
 #[derive(Debug, Clone, Default)]

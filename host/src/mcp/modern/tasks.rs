@@ -40,10 +40,10 @@ use super::super::jsonrpc::{self, RpcError};
 use super::super::{McpState, Request, calls, json_response, reply};
 use super::{MISSING_CAPABILITY, digest, server_info};
 use crate::config::ErrorStyle;
+use crate::kv::KvStore;
 use crate::pipeline::{
     Askable, CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
 };
-use crate::wasm::kv::KvStore;
 
 /// The extension's name, in capabilities.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -213,7 +213,7 @@ impl Tasks {
         let (id, ttl, max) = (&record.task_id, Some(record.ttl_ms), self.max_per_owner);
         match store.host_set_capped(&ns, id, bytes, ttl, max).await {
             Ok(()) => Ok(()),
-            Err(crate::wasm::kv::KvError::Quota(_)) => Err(RpcError {
+            Err(crate::kv::KvError::Quota(_)) => Err(RpcError {
                 code: jsonrpc::SERVER_ERROR,
                 message: format!(
                     "Too many tasks: at most {max} kept per caller (a task is kept for {} minutes after it was created)",

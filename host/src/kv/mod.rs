@@ -1,9 +1,10 @@
-//! State: the `hangar:plugin/kv` import, a key-value store per plugin.
+//! The host's key-value store: one per server, shared by every plugin
+//! (the `hangar:plugin/kv` guest capability, `crate::wasm::kv`) and by the
+//! host itself (MCP task records, in namespaces no guest reaches).
 //!
-//! The capability has the shape of [`super::http`]: `[kv]` is checked and
-//! the backend opened once at load ([`open`], whose problems `hangar check`
-//! reports), every call's `GuestState` holds a [`KvCall`] (the plugin's
-//! namespace and the shared store), and [`link`] adds the host functions.
+//! `[kv]` (`crate::config::KvConfig`) is checked and the backend opened once
+//! at load ([`open`], whose problems `hangar check` reports). It lives below
+//! `wasm` so that MCP tasks use it without naming the guest runtime.
 //!
 //! This module owns what every backend shares: the bounds on key and value
 //! sizes (checked here, before a backend sees a request) and the typed
@@ -18,83 +19,40 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::Deserialize;
-use wasmtime::component::{HasSelf, Linker};
 
-use super::bindings::tool::hangar::plugin::kv as wit;
-pub use super::bindings::tool::hangar::plugin::kv::KvError;
-use super::state::GuestState;
 use crate::cluster::link::RedisLink;
+use crate::config::{BackendKind, KvConfig};
 
-/// `[kv]` in `hangar.toml`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct KvConfig {
-    /// `embedded` (SQLite file `kv.sqlite3` under `[server] cache_dir`) or `redis`.
-    pub backend: BackendKind,
-    /// The Redis server (`backend = "redis"`); may hold `{{ env.VAR }}`.
-    pub url: String,
-    /// What every Redis key of Hangar starts with (`<prefix>:{<plugin>}:<key>`).
-    pub prefix: String,
-    /// Largest key, in bytes.
-    pub max_key_bytes: usize,
-    /// Largest value, in bytes.
-    pub max_value_bytes: usize,
-    /// Live keys one plugin may hold; a write that would add one more fails
-    /// with `quota`.
-    pub max_keys: u64,
+/// Why a kv operation failed. The same cases as the WIT `kv-error`, which
+/// `crate::wasm::kv` converts it to for a guest; defined here so the store
+/// names nothing of the guest runtime.
+#[derive(Clone)]
+pub enum KvError {
+    /// A key or value over its bound.
+    TooLarge(String),
+    /// A write that would add a key past `max_keys`.
+    Quota(String),
+    /// The backend cannot be reached (or `[kv]` could not be opened).
+    Unavailable(String),
+    /// A bad request: empty key, bad TTL, a value that is no counter.
+    Invalid(String),
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    #[default]
-    Embedded,
-    Redis,
-}
-
-impl Default for KvConfig {
-    fn default() -> Self {
-        KvConfig {
-            backend: BackendKind::Embedded,
-            url: "redis://127.0.0.1:6379".into(),
-            prefix: "hangar:kv".into(),
-            max_key_bytes: 512,
-            max_value_bytes: 1 << 20,
-            max_keys: 10_000,
+/// The same text as the WIT binding's `Debug`, which the host's own error
+/// messages (tasks) and logs printed before the store moved here.
+impl std::fmt::Debug for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KvError::TooLarge(e) => f.debug_tuple("KvError::TooLarge").field(e).finish(),
+            KvError::Quota(e) => f.debug_tuple("KvError::Quota").field(e).finish(),
+            KvError::Unavailable(e) => f.debug_tuple("KvError::Unavailable").field(e).finish(),
+            KvError::Invalid(e) => f.debug_tuple("KvError::Invalid").field(e).finish(),
         }
     }
 }
 
-/// The largest `max_value_bytes` accepted (Redis's own limit is 512 MiB).
-const VALUE_BYTES_CEILING: usize = 64 << 20;
-/// The largest `max_key_bytes` accepted.
-const KEY_BYTES_CEILING: usize = 64 << 10;
 /// The longest TTL a guest may ask for: about 100 years, in milliseconds.
 const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
-impl KvConfig {
-    /// The bounds, or what is wrong with them.
-    fn check(&self) -> std::result::Result<(), String> {
-        if !(1..=KEY_BYTES_CEILING).contains(&self.max_key_bytes) {
-            return Err(format!(
-                "max_key_bytes must be between 1 and {KEY_BYTES_CEILING}"
-            ));
-        }
-        if !(1..=VALUE_BYTES_CEILING).contains(&self.max_value_bytes) {
-            return Err(format!(
-                "max_value_bytes must be between 1 and {VALUE_BYTES_CEILING}"
-            ));
-        }
-        if self.max_keys == 0 {
-            return Err("max_keys must be at least 1".into());
-        }
-        if self.prefix.is_empty() {
-            return Err("prefix must not be empty".into());
-        }
-        Ok(())
-    }
-}
 
 /// What a backend stores. Keys and values arrive already bounded; `ns` is
 /// the plugin's name, which the backend keeps apart from every other.
@@ -123,7 +81,7 @@ trait Backend: Send + Sync {
     fn describe(&self) -> String;
 }
 
-type Result<T> = std::result::Result<T, KvError>;
+pub type Result<T> = std::result::Result<T, KvError>;
 
 /// The host's kv store: the configured backend behind the shared bounds.
 /// One per server, shared by every plugin and call.
@@ -168,7 +126,7 @@ pub async fn open(
         },
         BackendKind::Redis => {
             let env = |var: &str| std::env::var(var).ok();
-            let url = match crate::db::template::substitute_env(&config.url, &env) {
+            let url = match crate::config::placeholders::substitute_env(&config.url, &env) {
                 Ok(url) => url,
                 Err(e) => return (None, vec![format!("url: {e}")]),
             };
@@ -212,12 +170,18 @@ impl KvStore {
         Ok(())
     }
 
-    async fn get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) async fn get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
         self.check_key(key)?;
         self.backend.get(ns, key).await
     }
 
-    async fn set(&self, ns: &str, key: &str, value: Vec<u8>, ttl_ms: Option<u64>) -> Result<()> {
+    pub(crate) async fn set(
+        &self,
+        ns: &str,
+        key: &str,
+        value: Vec<u8>,
+        ttl_ms: Option<u64>,
+    ) -> Result<()> {
         self.set_capped(ns, key, value, ttl_ms, self.max_keys).await
     }
 
@@ -252,12 +216,12 @@ impl KvStore {
         self.backend.set(ns, key, value, ttl_ms, max_keys).await
     }
 
-    async fn delete(&self, ns: &str, key: &str) -> Result<()> {
+    pub(crate) async fn delete(&self, ns: &str, key: &str) -> Result<()> {
         self.check_key(key)?;
         self.backend.delete(ns, key).await
     }
 
-    async fn increment(&self, ns: &str, key: &str, delta: i64) -> Result<i64> {
+    pub(crate) async fn increment(&self, ns: &str, key: &str, delta: i64) -> Result<i64> {
         self.check_key(key)?;
         self.backend.increment(ns, key, delta, self.max_keys).await
     }
@@ -298,62 +262,6 @@ impl KvStore {
     }
 }
 
-/// The kv side of one call: whose namespace, and the store (none when
-/// `[kv]` could not be opened).
-pub struct KvCall {
-    plugin: Arc<str>,
-    store: Option<Arc<KvStore>>,
-}
-
-impl KvCall {
-    pub fn new(plugin: Arc<str>, store: Option<Arc<KvStore>>) -> KvCall {
-        KvCall { plugin, store }
-    }
-
-    fn store(&self) -> Result<Arc<KvStore>> {
-        self.store.clone().ok_or_else(|| {
-            KvError::Unavailable("kv is not available: see the server's startup problems".into())
-        })
-    }
-
-    /// Logs a backend failure for the operator; the guest gets the error.
-    fn logged<T>(&self, op: &str, r: Result<T>) -> Result<T> {
-        if let Err(KvError::Unavailable(why)) = &r {
-            tracing::warn!(plugin = %self.plugin, "kv: {op} failed: {why}");
-        }
-        r
-    }
-}
-
-impl wit::Host for KvCall {
-    async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>> {
-        let r = self.store()?.get(&self.plugin, &key).await;
-        self.logged("get", r)
-    }
-
-    async fn set(&mut self, key: String, value: Vec<u8>, ttl_ms: Option<u64>) -> Result<()> {
-        let r = self.store()?.set(&self.plugin, &key, value, ttl_ms).await;
-        self.logged("set", r)
-    }
-
-    async fn delete(&mut self, key: String) -> Result<()> {
-        let r = self.store()?.delete(&self.plugin, &key).await;
-        self.logged("delete", r)
-    }
-
-    async fn increment(&mut self, key: String, delta: i64) -> Result<i64> {
-        let r = self.store()?.increment(&self.plugin, &key, delta).await;
-        self.logged("increment", r)
-    }
-}
-
-/// Adds the `hangar:plugin/kv` import to a linker; each call serves it from
-/// its `GuestState`'s [`KvCall`].
-pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
-    wit::add_to_linker::<GuestState, HasSelf<KvCall>>(linker, |s| &mut s.kv)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))
-}
-
 /// The human part of an error.
 fn message(e: &KvError) -> String {
     match e {
@@ -382,35 +290,6 @@ fn add(value: i64, delta: i64) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    #[test]
-    fn defaults_are_documented_and_bad_bounds_are_refused() {
-        let c = Config::parse("").unwrap().kv;
-        assert_eq!(c.backend, BackendKind::Embedded);
-        assert_eq!(c.url, "redis://127.0.0.1:6379");
-        assert_eq!(c.prefix, "hangar:kv");
-        assert_eq!(
-            (c.max_key_bytes, c.max_value_bytes, c.max_keys),
-            (512, 1 << 20, 10_000)
-        );
-        assert!(c.check().is_ok());
-        let parse = |s: &str| Config::parse(&format!("[kv]\n{s}")).map(|c| c.kv);
-        assert_eq!(
-            parse("backend = \"redis\"").unwrap().backend,
-            BackendKind::Redis
-        );
-        assert!(parse("backend = \"memcached\"").is_err());
-        assert!(parse("max_key = 3").is_err());
-        for bad in [
-            "max_keys = 0",
-            "max_key_bytes = 0",
-            "max_value_bytes = 100000000",
-        ] {
-            assert!(parse(bad).unwrap().check().is_err(), "{bad}");
-        }
-    }
-
     #[tokio::test]
     async fn bounds_are_typed_errors_before_the_backend() {
         let dir = std::env::temp_dir().join(format!("hangar-kv-bounds-{}", uuid::Uuid::new_v4()));
@@ -429,8 +308,6 @@ mod tests {
         let zero = store.set("p", "k", vec![1], Some(0)).await;
         assert!(matches!(zero, Err(KvError::Invalid(_))));
         store.set("p", "k", vec![0; 8], Some(60_000)).await.unwrap();
-        let unavailable = KvCall::new("p".into(), None).store();
-        assert!(matches!(unavailable, Err(KvError::Unavailable(_))));
         std::fs::remove_dir_all(dir).ok();
     }
 }

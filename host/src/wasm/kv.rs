@@ -1,0 +1,114 @@
+//! State: the `hangar:plugin/kv` import, a key-value store per plugin.
+//!
+//! The capability has the shape of [`super::http`]: `[kv]` is checked and
+//! the store opened once at load (`crate::kv::open`), every call's
+//! `GuestState` holds a [`KvCall`] (the plugin's namespace and the shared
+//! store), and [`link`] adds the host functions. The store, its backends and
+//! its bounds live in `crate::kv`, which MCP tasks use too; this module is
+//! only the guest's side: the namespace and the WIT error type.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use super::bindings::tool::hangar::plugin::kv as wit;
+use super::state::GuestState;
+use crate::kv::KvStore;
+
+type Result<T> = std::result::Result<T, wit::KvError>;
+
+/// The store's error as the guest sees it: the same case and text.
+fn to_wit(e: crate::kv::KvError) -> wit::KvError {
+    use crate::kv::KvError as E;
+    match e {
+        E::TooLarge(m) => wit::KvError::TooLarge(m),
+        E::Quota(m) => wit::KvError::Quota(m),
+        E::Unavailable(m) => wit::KvError::Unavailable(m),
+        E::Invalid(m) => wit::KvError::Invalid(m),
+    }
+}
+
+/// The kv side of one call: whose namespace, and the store (none when
+/// `[kv]` could not be opened).
+pub struct KvCall {
+    plugin: Arc<str>,
+    store: Option<Arc<KvStore>>,
+}
+
+impl KvCall {
+    pub fn new(plugin: Arc<str>, store: Option<Arc<KvStore>>) -> KvCall {
+        KvCall { plugin, store }
+    }
+
+    fn store(&self) -> Result<Arc<KvStore>> {
+        self.store.clone().ok_or_else(|| {
+            wit::KvError::Unavailable(
+                "kv is not available: see the server's startup problems".into(),
+            )
+        })
+    }
+
+    /// Logs a backend failure for the operator; the guest gets the error.
+    fn logged<T>(&self, op: &str, r: std::result::Result<T, crate::kv::KvError>) -> Result<T> {
+        let r = r.map_err(to_wit);
+        if let Err(wit::KvError::Unavailable(why)) = &r {
+            tracing::warn!(plugin = %self.plugin, "kv: {op} failed: {why}");
+        }
+        r
+    }
+}
+
+impl wit::Host for KvCall {
+    async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>> {
+        let r = self.store()?.get(&self.plugin, &key).await;
+        self.logged("get", r)
+    }
+
+    async fn set(&mut self, key: String, value: Vec<u8>, ttl_ms: Option<u64>) -> Result<()> {
+        let r = self.store()?.set(&self.plugin, &key, value, ttl_ms).await;
+        self.logged("set", r)
+    }
+
+    async fn delete(&mut self, key: String) -> Result<()> {
+        let r = self.store()?.delete(&self.plugin, &key).await;
+        self.logged("delete", r)
+    }
+
+    async fn increment(&mut self, key: String, delta: i64) -> Result<i64> {
+        let r = self.store()?.increment(&self.plugin, &key, delta).await;
+        self.logged("increment", r)
+    }
+}
+
+/// Adds the `hangar:plugin/kv` import to a linker; each call serves it from
+/// its `GuestState`'s [`KvCall`].
+pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
+    wit::add_to_linker::<GuestState, HasSelf<KvCall>>(linker, |s| &mut s.kv)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_store_calls_are_unavailable() {
+        let unavailable = KvCall::new("p".into(), None).store();
+        assert!(matches!(unavailable, Err(wit::KvError::Unavailable(_))));
+    }
+
+    /// Host error texts print the store's error with `{:?}`; they read as
+    /// they did when the store used the WIT type.
+    #[test]
+    fn the_store_error_prints_as_the_wit_one() {
+        use crate::kv::KvError as E;
+        for e in [
+            E::TooLarge("a".into()),
+            E::Quota("b".into()),
+            E::Unavailable("c".into()),
+            E::Invalid("d".into()),
+        ] {
+            assert_eq!(format!("{e:?}"), format!("{:?}", to_wit(e.clone())));
+        }
+    }
+}
