@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
-pub use source::ConfigSource;
 pub use crate::health::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
+pub use source::ConfigSource;
 
 use crate::Hangar;
 use crate::config::Config;
