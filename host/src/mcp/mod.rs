@@ -7,8 +7,8 @@
 //! server-to-client request that names a call running on another replica
 //! is published on the cluster's bus; the replica running it acts on it.
 //!
-//! Here: the `/mcp` routes (POST, GET, DELETE), dispatch by method, and the
-//! shapes of answers. `state` is what the handlers share, `request` one
+//! Here: the `/mcp` routes (POST, GET, DELETE) and dispatch by method;
+//! `reply` holds the shapes of answers. `state` is what the handlers share, `request` one
 //! request being answered, `lifecycle` initialize, notifications and
 //! `logging/setLevel`, `listing` `tools/list` and cursors, `calls`
 //! `tools/call`, `offers` resources, prompts and completion, `modern` the
