@@ -14,9 +14,12 @@ use tokio::task::JoinHandle;
 
 use super::asks::{AskGuard, Asks};
 use super::jsonrpc::{self, RpcError};
-use super::modern::{Rounds, StateKey};
+use super::modern::rounds::Rounds;
+use super::modern::state::StateKey;
+use super::reply::{json_response, sse_frame};
+use super::request::Request;
 use super::session::InFlight;
-use super::{McpState, Request, json_response};
+use super::state::McpState;
 use crate::config::ErrorStyle;
 use crate::pipeline::{
     Askable, CallError, CallEvent, CancelOnDrop, CancelToken, ErrorKind, EventSink, Stage,
@@ -73,7 +76,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     if !(args.is_object() || args.is_null()) {
         return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
-    if let Some(answer) = super::modern::tasks::tools_call(st, &req, &name, &args).await {
+    if let Some(answer) = super::modern::task_calls::tools_call(st, &req, &name, &args).await {
         return answer;
     }
     let progress_token = req
@@ -183,7 +186,10 @@ fn outcome_body(
     let result_body = |result: &ToolResult| {
         if modern {
             let value = serde_json::to_value(result).expect("results serialize");
-            jsonrpc::result_body(id, &super::modern::complete(value, "tools/call", false))
+            jsonrpc::result_body(
+                id,
+                &super::modern::result::complete(value, "tools/call", false),
+            )
         } else {
             jsonrpc::result_body(id, result)
         }
@@ -195,7 +201,7 @@ fn outcome_body(
         Ok(Err(e)) if errors == ErrorStyle::Result && e.stage != Stage::Resolve => {
             Some(result_body(&ToolResult::error(e.to_string())))
         }
-        Ok(Err(e)) => Some(jsonrpc::error_body(id, &call_error(&e, trace_id))),
+        Ok(Err(e)) => Some(jsonrpc::error_body(id, &RpcError::from_call(&e, trace_id))),
         Err(e) => {
             tracing::error!(trace_id, "call task failed: {e}");
             let error = RpcError::new(-32603, "Internal error");
@@ -207,39 +213,13 @@ fn outcome_body(
 /// A tool the token lacks scopes for: HTTP 403 with the step-up challenge
 /// (the MCP authorization spec), the JSON-RPC error in the body.
 fn insufficient_scope(id: &Value, e: &CallError, scope: &str) -> Response {
-    let body = jsonrpc::error_body(id, &call_error(e, ""));
+    let body = jsonrpc::error_body(id, &RpcError::from(e));
     let mut response = json_response(StatusCode::FORBIDDEN, body);
     response.headers_mut().insert(
         axum::http::header::WWW_AUTHENTICATE,
         crate::oauth::insufficient_scope(scope),
     );
     response
-}
-
-/// The one place a `CallError` becomes a JSON-RPC error.
-pub(super) fn call_error(e: &CallError, trace_id: &str) -> RpcError {
-    // An upstream MCP server's own error goes on unchanged.
-    if let Some(upstream) = &e.upstream_error
-        && let Ok(error) = serde_json::from_value::<RpcError>(upstream.clone())
-    {
-        return error;
-    }
-    let code = match e.kind {
-        ErrorKind::NotFound => jsonrpc::METHOD_NOT_FOUND,
-        _ => jsonrpc::SERVER_ERROR,
-    };
-    let mut data = json!({ "stage": e.stage.as_str() });
-    if !trace_id.is_empty() {
-        data["trace_id"] = json!(trace_id);
-    }
-    if let Some(wait) = e.retry_after {
-        data["retry_after_ms"] = json!(wait.as_millis().max(1) as u64);
-    }
-    RpcError {
-        code,
-        message: e.to_string(),
-        data: Some(data),
-    }
 }
 
 impl Running {
@@ -322,14 +302,6 @@ fn notification(event: CallEvent, progress_token: &Option<Value>) -> Vec<u8> {
             jsonrpc::notification_body("notifications/progress", &params)
         }
     }
-}
-
-pub(super) fn sse_frame(json: &[u8]) -> Bytes {
-    let mut frame = Vec::with_capacity(json.len() + 24);
-    frame.extend_from_slice(b"event: message\ndata: ");
-    frame.extend_from_slice(json);
-    frame.extend_from_slice(b"\n\n");
-    Bytes::from(frame)
 }
 
 /// Streams the call's events, then its result, then ends.

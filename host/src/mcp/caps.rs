@@ -20,8 +20,8 @@ use axum::http::header::RETRY_AFTER;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::json_response;
 use super::jsonrpc::{self, RpcError};
+use super::reply::json_response;
 
 /// How long a refused client is asked to wait: a stream or session frees
 /// up when the client closes one, not on a clock.

@@ -2,13 +2,17 @@
 //! responses apart, and writing results and errors.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+
+use crate::pipeline::{CallError, ErrorKind};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const SERVER_ERROR: i64 = -32000;
+/// MCP's code for an unknown resource URI.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// One incoming JSON-RPC message.
 #[derive(Debug)]
@@ -57,6 +61,40 @@ impl RpcError {
 
     pub fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(INVALID_PARAMS, message)
+    }
+
+    /// The one place a `CallError` becomes a JSON-RPC error; `trace_id`
+    /// (when not empty) goes into its `data`.
+    pub fn from_call(e: &CallError, trace_id: &str) -> RpcError {
+        // An upstream MCP server's own error goes on unchanged.
+        if let Some(upstream) = &e.upstream_error
+            && let Ok(error) = serde_json::from_value::<RpcError>(upstream.clone())
+        {
+            return error;
+        }
+        let code = match e.kind {
+            ErrorKind::NotFound => METHOD_NOT_FOUND,
+            _ => SERVER_ERROR,
+        };
+        let mut data = json!({ "stage": e.stage.as_str() });
+        if !trace_id.is_empty() {
+            data["trace_id"] = json!(trace_id);
+        }
+        if let Some(wait) = e.retry_after {
+            data["retry_after_ms"] = json!(wait.as_millis().max(1) as u64);
+        }
+        RpcError {
+            code,
+            message: e.to_string(),
+            data: Some(data),
+        }
+    }
+}
+
+/// A `CallError` as a JSON-RPC error, with no trace id.
+impl From<&CallError> for RpcError {
+    fn from(e: &CallError) -> RpcError {
+        RpcError::from_call(e, "")
     }
 }
 

@@ -8,12 +8,13 @@ use axum::http::HeaderValue;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use super::guard::{self, SUPPORTED_VERSIONS};
 use super::jsonrpc::RpcError;
+use super::reply::{SESSION_HEADER, reply, reply_error};
+use super::request::Request;
 use super::session::{ClientAsks, Session};
-use super::{
-    McpState, Request, SESSION_HEADER, SUPPORTED_VERSIONS, caps, guard, replicas, reply,
-    reply_error,
-};
+use super::state::McpState;
+use super::{caps, replicas};
 use crate::pipeline::LogLevel;
 
 /// Opens a session for `client` (and the token subject `owner`), unless

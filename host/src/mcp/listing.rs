@@ -6,7 +6,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::{Map, Value, json};
 
 use super::jsonrpc::RpcError;
-use super::{McpState, Request, pins};
+use super::pins;
+use super::request::Request;
+use super::state::McpState;
 
 pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();

@@ -7,8 +7,8 @@
 //! server-to-client request that names a call running on another replica
 //! is published on the cluster's bus; the replica running it acts on it.
 //!
-//! Here: the `/mcp` routes (POST, GET, DELETE), dispatch by method, and the
-//! shapes of answers. `state` is what the handlers share, `request` one
+//! Here: the `/mcp` routes (POST, GET, DELETE) and dispatch by method;
+//! `reply` holds the shapes of answers. `state` is what the handlers share, `request` one
 //! request being answered, `lifecycle` initialize, notifications and
 //! `logging/setLevel`, `listing` `tools/list` and cursors, `calls`
 //! `tools/call`, `offers` resources, prompts and completion, `modern` the
@@ -25,6 +25,7 @@ mod modern;
 mod offers;
 mod pins;
 mod replicas;
+mod reply;
 mod request;
 mod session;
 mod state;
@@ -34,9 +35,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -48,12 +48,11 @@ pub use state::McpState;
 
 use guard::Refusal;
 use jsonrpc::{Incoming, RpcError};
-use lifecycle::{capabilities, initialize, notification, set_level};
-use listing::{page, tools_list};
-use request::{Modern, Request};
+use lifecycle::{initialize, notification, set_level};
+use listing::tools_list;
+use reply::{SESSION_HEADER, json_response, reply, reply_error};
+use request::Request;
 pub use session::SessionReport;
-
-const SESSION_HEADER: &str = "mcp-session-id";
 
 pub fn router(state: Arc<McpState>) -> Router {
     Router::new()
@@ -256,21 +255,4 @@ fn session_not_found(message: &Incoming) -> Response {
     };
     let error = RpcError::new(-32001, "Session not found");
     json_response(StatusCode::NOT_FOUND, jsonrpc::error_body(&id, &error))
-}
-
-fn reply<T: serde::Serialize>(id: &Value, result: &T) -> Response {
-    json_response(StatusCode::OK, jsonrpc::result_body(id, result))
-}
-
-fn reply_error(id: &Value, error: &RpcError) -> Response {
-    json_response(StatusCode::OK, jsonrpc::error_body(id, error))
-}
-
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
-    (
-        status,
-        [(CONTENT_TYPE, "application/json")],
-        Body::from(body),
-    )
-        .into_response()
 }

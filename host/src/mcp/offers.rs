@@ -7,13 +7,13 @@ use serde_json::{Map, Value, json};
 
 use tokio::sync::mpsc;
 
-use super::jsonrpc::RpcError;
-use super::modern::Rounds;
-use super::{McpState, Request, page};
+use super::jsonrpc::{self, RpcError};
+use super::listing::page;
+use super::modern::rounds::Rounds;
+use super::reply::{json_response, reply};
+use super::request::Request;
+use super::state::McpState;
 use crate::pipeline::{Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage};
-
-/// MCP's code for an unknown resource URI.
-pub(super) const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A listing method's answer: one page of `items` under `key`.
 fn listing<T: Serialize>(
@@ -114,7 +114,7 @@ pub(super) async fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Res
     let max = st.caps.max_subscriptions;
     if !st.sessions.subscribe(session, &uri, on, max).await {
         return req.fail(&RpcError {
-            code: super::jsonrpc::SERVER_ERROR,
+            code: jsonrpc::SERVER_ERROR,
             message: format!(
                 "Too many subscriptions: at most {max} per session; unsubscribe from one first"
             ),
@@ -198,14 +198,14 @@ async fn prompt_in_rounds(
         }
     };
     if let Some(round) = rounds.input_required(&st.state_key) {
-        return super::reply(&req.id, &round);
+        return reply(&req.id, &round);
     }
     match joined {
         Ok((Ok(result), _)) => req.reply(&result),
         Ok((Err(e), trace_id)) => match rounds.missing_capability() {
-            Some(missing) => super::json_response(
+            Some(missing) => json_response(
                 axum::http::StatusCode::BAD_REQUEST,
-                super::jsonrpc::error_body(&req.id, &missing),
+                jsonrpc::error_body(&req.id, &missing),
             ),
             None => req.fail(&offer_error(&e, &trace_id, None)),
         },
@@ -273,7 +273,7 @@ pub(super) async fn complete(st: &McpState, req: &Request<'_>) -> Response {
 fn offer_error(e: &CallError, trace_id: &str, uri: Option<&str>) -> RpcError {
     match (e.kind, uri) {
         (ErrorKind::NotFound, Some(uri)) => RpcError {
-            code: RESOURCE_NOT_FOUND,
+            code: jsonrpc::RESOURCE_NOT_FOUND,
             message: "Resource not found".into(),
             data: Some(json!({ "uri": uri })),
         },
@@ -282,7 +282,7 @@ fn offer_error(e: &CallError, trace_id: &str, uri: Option<&str>) -> RpcError {
         {
             RpcError::invalid_params(e.to_string())
         }
-        _ => super::calls::call_error(e, trace_id),
+        _ => RpcError::from_call(e, trace_id),
     }
 }
 
@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn unknown_resources_and_prompts_get_their_codes() {
         let e = offer_error(&CallError::resource_not_found("x://y"), "", Some("x://y"));
-        assert_eq!(e.code, RESOURCE_NOT_FOUND);
+        assert_eq!(e.code, super::super::jsonrpc::RESOURCE_NOT_FOUND);
         let e = offer_error(&CallError::prompt_not_found("p"), "", None);
         assert_eq!(e.code, super::super::jsonrpc::INVALID_PARAMS);
         let e = CallError::new(Stage::Handler, ErrorKind::Failed, "boom");

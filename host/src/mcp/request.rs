@@ -10,13 +10,15 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::jsonrpc::{self, RpcError};
+use super::modern::{meta::RequestMeta, result, state::digest};
+use super::reply::{reply, reply_error};
 use super::session::Session;
-use super::{McpState, modern, offers, reply, reply_error};
+use super::state::McpState;
 use crate::pipeline::{CallContext, RequestInfo, Transport};
 
 /// A modern (2026-07-28) request: what its `_meta` said, and its method.
 pub(super) struct Modern {
-    pub(super) meta: modern::RequestMeta,
+    pub(super) meta: RequestMeta,
     pub(super) method: String,
     /// The catalog answers per caller (see `Catalog::per_caller`).
     pub(super) per_caller: bool,
@@ -44,7 +46,7 @@ impl Request<'_> {
                 let value = serde_json::to_value(result).expect("results serialize");
                 reply(
                     &self.id,
-                    &modern::complete(value, &m.method, self.private()),
+                    &result::complete(value, &m.method, self.private()),
                 )
             }
         }
@@ -53,7 +55,7 @@ impl Request<'_> {
     /// Answers with `error`. The modern revision reports an unknown
     /// resource as invalid params (-32602), not -32002.
     pub(super) fn fail(&self, error: &RpcError) -> Response {
-        if self.modern.is_some() && error.code == offers::RESOURCE_NOT_FOUND {
+        if self.modern.is_some() && error.code == jsonrpc::RESOURCE_NOT_FOUND {
             let mut error = error.clone();
             error.code = jsonrpc::INVALID_PARAMS;
             return reply_error(&self.id, &error);
@@ -76,7 +78,7 @@ impl Request<'_> {
             .token
             .as_ref()
             .map_or(Value::Null, |t| json!(t.subject));
-        modern::digest(&[
+        digest(&[
             &json!(method),
             &json!(name),
             args,

@@ -8,8 +8,9 @@ use std::time::Duration;
 use super::asks::Asks;
 use super::caps::Caps;
 use super::guard::OriginPolicy;
+use super::modern::{state::StateKey, tasks::Tasks};
+use super::replicas;
 use super::session::{self, SessionReport, Sessions};
-use super::{modern, replicas};
 use crate::cluster::Cluster;
 use crate::config::ErrorStyle;
 use crate::pipeline::Live;
@@ -28,11 +29,11 @@ pub struct McpState {
     /// Turns true at shutdown: `subscriptions/listen` streams end gracefully.
     pub(super) closing: tokio::sync::watch::Sender<bool>,
     /// Seals the `requestState` of input-required rounds.
-    pub(super) state_key: Arc<modern::StateKey>,
+    pub(super) state_key: Arc<StateKey>,
     /// The replicas' shared Redis (`[cluster]`).
     pub(super) cluster: Option<Arc<Cluster>>,
     /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
-    pub(super) tasks: Arc<modern::Tasks>,
+    pub(super) tasks: Arc<Tasks>,
     /// What one client may hold open: streams, sessions, subscriptions.
     pub(super) caps: Caps,
 }
@@ -76,8 +77,8 @@ impl McpState {
             asks,
             cluster,
             closing: tokio::sync::watch::Sender::new(false),
-            state_key: Arc::new(modern::StateKey::new(state_key)),
-            tasks: Arc::new(modern::Tasks::new(None)),
+            state_key: Arc::new(StateKey::new(state_key)),
+            tasks: Arc::new(Tasks::new(None)),
             caps: Caps::default(),
         }
     }
@@ -95,7 +96,7 @@ impl McpState {
     /// Keeps tasks in `store` (the kv store); without one no call becomes a
     /// task. `shared`: other replicas use the same store (`[cluster]`).
     pub fn with_tasks(mut self, store: Option<Arc<crate::kv::KvStore>>, shared: bool) -> McpState {
-        let tasks = modern::Tasks::new(store);
+        let tasks = Tasks::new(store);
         self.tasks = Arc::new(if shared {
             tasks.shared_by_replicas()
         } else {

@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::jsonrpc;
+use super::reply::sse_frame;
 use super::session::{Sessions, StreamClaim};
 use crate::pipeline::{Change, ResourceChanges};
 
@@ -58,11 +59,11 @@ pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges, sessions: Sess
                         "notifications/resources/updated",
                         &json!({ "uri": uri }),
                     );
-                    super::calls::sse_frame(&body)
+                    sse_frame(&body)
                 }
                 Ok(Ok(Change::ListChanged(list))) => {
                     let body = jsonrpc::notification_body(list.notification(), &json!({}));
-                    super::calls::sse_frame(&body)
+                    sse_frame(&body)
                 }
                 Ok(Ok(Change::Task { .. })) => continue,
                 // Too slow a reader skips what it missed, and reads on.

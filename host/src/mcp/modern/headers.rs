@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::HEADER_MISMATCH;
+use super::codes::HEADER_MISMATCH;
 use crate::mcp::guard;
 use crate::mcp::jsonrpc::RpcError;
 

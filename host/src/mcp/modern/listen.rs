@@ -16,8 +16,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
+use super::result::complete;
 use crate::mcp::caps::Held;
 use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::reply::sse_frame;
 use crate::pipeline::{Change, List, ResourceChanges};
 
 /// A comment line this often keeps proxies from closing a quiet stream.
@@ -143,7 +145,7 @@ impl Filter {
 
 fn tagged(method: &str, mut params: Value, id: &Value) -> Bytes {
     params["_meta"] = json!({ "io.modelcontextprotocol/subscriptionId": id });
-    crate::mcp::calls::sse_frame(&jsonrpc::notification_body(method, &params))
+    sse_frame(&jsonrpc::notification_body(method, &params))
 }
 
 /// The stream: the acknowledgement, then the changes the filter wants,
@@ -174,12 +176,12 @@ pub fn open(
                     next = tokio::time::timeout(KEEPALIVE, rx.recv()) => next,
                     _ = closing.wait_for(|c| *c) => {
                         // A graceful end: the listen request's own response.
-                        let result = super::complete(
+                        let result = complete(
                             json!({ "_meta": { "io.modelcontextprotocol/subscriptionId": id } }),
                             "subscriptions/listen",
                             false,
                         );
-                        let frame = crate::mcp::calls::sse_frame(&jsonrpc::result_body(&id, &result));
+                        let frame = sse_frame(&jsonrpc::result_body(&id, &result));
                         return Some((Ok::<_, Infallible>(frame), None));
                     }
                 };

@@ -7,10 +7,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::super::jsonrpc::{self, Incoming, RpcError};
-use super::super::{
-    McpState, Modern, Request, calls, capabilities, caps, json_response, offers, tools_list,
-};
+use super::admit::{admit, all_versions};
+use super::listen::{Filter, open as listen};
+use super::task_calls::{self, missing_extension, owner};
+use super::tasks::EXTENSION;
+use crate::mcp::jsonrpc::{self, Incoming, RpcError};
+use crate::mcp::lifecycle::capabilities;
+use crate::mcp::listing::tools_list;
+use crate::mcp::reply::json_response;
+use crate::mcp::request::{Modern, Request};
+use crate::mcp::state::McpState;
+use crate::mcp::{calls, caps, offers};
 
 /// A modern POST: admitted (`_meta`, headers, version) and dispatched with
 /// no session. Each request stands alone; answers are modern results.
@@ -33,7 +40,7 @@ pub(in crate::mcp) async fn post(
             return json_response(StatusCode::BAD_REQUEST, jsonrpc::error_body(&id, &error));
         }
     };
-    let meta = match super::admit(headers, &method, &params) {
+    let meta = match admit(headers, &method, &params) {
         Ok(meta) => meta,
         Err(refused) => {
             return json_response(refused.status, jsonrpc::error_body(&id, &refused.error));
@@ -63,15 +70,15 @@ pub(in crate::mcp) async fn post(
         "prompts/get" => offers::prompts_get(st, &request).await,
         "completion/complete" => offers::complete(st, &request).await,
         "tasks/get" | "tasks/cancel" | "tasks/update" => {
-            super::tasks::handle(st, &request, &method).await
+            task_calls::handle(st, &request, &method).await
         }
-        "subscriptions/listen" => match super::Filter::parse(&request.params) {
+        "subscriptions/listen" => match Filter::parse(&request.params) {
             Ok(filter)
                 if filter.wants_tasks()
                     && !(request.modern.as_ref())
-                        .is_some_and(|m| m.meta.declares_extension(super::tasks::EXTENSION)) =>
+                        .is_some_and(|m| m.meta.declares_extension(EXTENSION)) =>
             {
-                super::tasks::missing_extension(&request, "task notifications need it")
+                missing_extension(&request, "task notifications need it")
             }
             Ok(filter) if filter.watched() > st.caps.max_subscriptions => {
                 request.fail(&RpcError::invalid_params(format!(
@@ -89,8 +96,8 @@ pub(in crate::mcp) async fn post(
                         return refusal.response(&request.id);
                     }
                 };
-                let filter = filter.owned_by(super::tasks::owner(&request));
-                super::listen(
+                let filter = filter.owned_by(owner(&request));
+                listen(
                     request.id,
                     filter,
                     st.pipeline.current().changes(),
@@ -120,11 +127,11 @@ fn discover(st: &McpState, req: &Request<'_>) -> Response {
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
         if st.tasks.available() {
-            caps.insert("extensions".into(), json!({ super::tasks::EXTENSION: {} }));
+            caps.insert("extensions".into(), json!({ EXTENSION: {} }));
         }
     }
     req.reply(&json!({
-        "supportedVersions": super::all_versions(),
+        "supportedVersions": all_versions(),
         "capabilities": caps,
     }))
 }

@@ -25,8 +25,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::codes::MISSING_CAPABILITY;
+use super::meta::RequestMeta;
+use super::result::server_info;
 use super::state::{Answered, RoundState, StateKey, digest};
-use super::{MISSING_CAPABILITY, RequestMeta};
 use crate::mcp::jsonrpc::RpcError;
 use crate::pipeline::{Ask, AskError, AskKind};
 
@@ -178,7 +180,7 @@ impl Rounds {
             "resultType": "input_required",
             "inputRequests": self.pending,
             "requestState": state.seal(key),
-            "_meta": { "io.modelcontextprotocol/serverInfo": super::server_info() },
+            "_meta": { "io.modelcontextprotocol/serverInfo": server_info() },
         }))
     }
 

@@ -31,27 +31,22 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::http::StatusCode;
-use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::super::jsonrpc::{self, RpcError};
-use super::super::{McpState, Request, calls, json_response, reply};
-use super::{MISSING_CAPABILITY, digest, server_info};
+use super::result::complete;
 use crate::config::ErrorStyle;
 use crate::kv::KvStore;
-use crate::pipeline::{
-    Askable, CallError, CancelToken, ErrorKind, EventSink, ResourceChanges, Stage, ToolResult,
-};
+use crate::mcp::jsonrpc::{self, RpcError};
+use crate::pipeline::{CallError, CancelToken, ErrorKind, ResourceChanges, Stage, ToolResult};
 
 /// The extension's name, in capabilities.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Where task records live in the kv store: `hangar/tasks/<tag>`, one
 /// namespace per owner.
-const NAMESPACE: &str = "hangar/tasks";
+pub(super) const NAMESPACE: &str = "hangar/tasks";
 /// Hex digits of an owner's tag.
-const TAG_LEN: usize = 16;
+pub(super) const TAG_LEN: usize = 16;
 /// Where replicas sharing the store (`[cluster]`) say they are alive: one
 /// key per process, kept fresh while it runs.
 const BOOTS: &str = "hangar/task-boots";
@@ -59,9 +54,9 @@ const BOOTS: &str = "hangar/task-boots";
 const BOOT_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 const BOOT_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long a task is kept after it was created.
-const TTL_MS: u64 = 60 * 60 * 1000;
+pub(super) const TTL_MS: u64 = 60 * 60 * 1000;
 /// How often a client is asked to poll.
-const POLL_INTERVAL_MS: u64 = 500;
+pub(super) const POLL_INTERVAL_MS: u64 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -87,22 +82,22 @@ pub(super) struct Record {
     pub(super) task_id: String,
     pub(super) status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
-    status_message: Option<String>,
-    created_at: String,
-    last_updated_at: String,
-    ttl_ms: u64,
-    poll_interval_ms: u64,
+    pub(super) status_message: Option<String>,
+    pub(super) created_at: String,
+    pub(super) last_updated_at: String,
+    pub(super) ttl_ms: u64,
+    pub(super) poll_interval_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<Value>,
+    pub(super) result: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<Value>,
+    pub(super) error: Option<Value>,
     /// The questions waiting for the client, by key (`input_required`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) input_requests: Option<Value>,
     /// Digest of the credentials that created the task.
     pub(super) owner: String,
     /// The process running it (a random id per start).
-    boot: String,
+    pub(super) boot: String,
 }
 
 impl Record {
@@ -123,23 +118,23 @@ impl Record {
     }
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// The server's tasks: the store, and the cancel handles of those running here.
 pub struct Tasks {
     store: Option<Arc<KvStore>>,
-    boot: String,
+    pub(super) boot: String,
     /// Other processes share the store (`[cluster]`): a task another
     /// process runs is not lost just because this one did not start it.
     shared: bool,
-    running: Mutex<HashMap<String, CancelToken>>,
+    pub(super) running: Mutex<HashMap<String, CancelToken>>,
     /// Read-modify-write of a record is one at a time (a cancel and the
     /// end of the run must not overwrite each other).
     pub(super) writing: tokio::sync::Mutex<()>,
     /// Questions of running tasks waiting for `tasks/update`.
-    pub(super) waiting: super::task_input::Waiting,
+    pub(super) waiting: super::waiting::Waiting,
     /// Tasks one owner may have kept at once (`max_tasks_per_owner`).
     max_per_owner: u64,
 }
@@ -243,7 +238,7 @@ impl Tasks {
 
     /// The task `id` as its owner may see it; a task left `working` by a
     /// process that is gone is settled as failed first.
-    async fn owned(&self, id: &str, owner: &str) -> Result<Record, RpcError> {
+    pub(super) async fn owned(&self, id: &str, owner: &str) -> Result<Record, RpcError> {
         let _writing = self.writing.lock().await;
         let mut record = match self.load(id).await? {
             Some(r) if r.owner == owner => r,
@@ -266,7 +261,7 @@ impl Tasks {
 
     /// Keeps the outcome of a run, unless the task was cancelled meanwhile,
     /// and tells listeners (`notifications/tasks`).
-    async fn settle(
+    pub(super) async fn settle(
         &self,
         id: &str,
         outcome: Result<ToolResult, CallError>,
@@ -284,7 +279,7 @@ impl Tasks {
         record.input_requests = None;
         let complete = |r: &ToolResult| {
             let value = serde_json::to_value(r).expect("results serialize");
-            super::complete(value, "tools/call", false)
+            complete(value, "tools/call", false)
         };
         match outcome {
             Ok(result) => {
@@ -300,7 +295,7 @@ impl Tasks {
                 record.set(Status::Completed, None);
             }
             Err(e) => {
-                let error = calls::call_error(&e, "");
+                let error = RpcError::from(&e);
                 record.error = Some(serde_json::to_value(&error).expect("errors serialize"));
                 record.set(Status::Failed, Some(error.message));
             }
@@ -325,203 +320,11 @@ fn namespace(id: &str) -> Option<String> {
         .then(|| format!("{NAMESPACE}/{tag}"))
 }
 
-/// Whose quota a new task of the tool `name` counts against: the caller's
-/// principal, or its client address when anonymous; as a tag.
-async fn quota_tag(st: &McpState, req: &Request<'_>, name: &str) -> String {
-    let principal = match &req.token {
-        Some(token) => Some(token.clone()),
-        None => {
-            let cx = req.context(st);
-            st.pipeline.current().caller(name, &cx).await
-        }
-    };
-    let who = match principal {
-        Some(p) => json!(format!("sub:{}", p.subject)),
-        None => json!(format!("ip:{}", crate::call::client_key(req.client.ip()))),
-    };
-    let mut tag = digest(&[&json!("task-quota"), &who]);
-    tag.truncate(TAG_LEN);
-    tag
-}
-
 fn unavailable() -> RpcError {
     RpcError::new(
         -32603,
         "tasks: the kv store is not available (see the server's startup problems)",
     )
-}
-
-/// -32021 (HTTP 400) naming the tasks extension.
-pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
-    let error = RpcError {
-        code: MISSING_CAPABILITY,
-        message: format!("Missing required client capability: extension {EXTENSION} ({why})"),
-        data: Some(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } })),
-    };
-    json_response(
-        StatusCode::BAD_REQUEST,
-        jsonrpc::error_body(&req.id, &error),
-    )
-}
-
-/// Digest of the credentials a request carries: who owns a task.
-pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
-    let credential = |h: &str| {
-        req.headers
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .map_or(Value::Null, |v| json!(v))
-    };
-    let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
-    digest(&[
-        &json!("task-owner"),
-        &credential("authorization"),
-        &credential("x-api-key"),
-        &subject,
-    ])
-}
-
-/// Whether a modern `tools/call` of `name` is answered here: as a task
-/// (the tool runs as one and the client declared the extension), or with
-/// -32021 (the tool requires one and the client did not). `None`: a plain call.
-pub(in crate::mcp) async fn tools_call(
-    st: &McpState,
-    req: &Request<'_>,
-    name: &str,
-    args: &Value,
-) -> Option<Response> {
-    let meta = &req.modern.as_ref()?.meta;
-    let support = st.pipeline.current().catalog().task_support(name)?;
-    if !st.tasks.available() {
-        return None;
-    }
-    if !meta.declares_extension(EXTENSION) {
-        return match support {
-            crate::config::TaskSupport::Optional => None,
-            crate::config::TaskSupport::Required => Some(missing_extension(
-                req,
-                &format!("the tool {name} runs only as a task"),
-            )),
-        };
-    }
-    Some(create(st, req, name, args.clone()).await)
-}
-
-/// Stores a new task, starts the call, and answers `CreateTaskResult`.
-async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Response {
-    let at = now();
-    let tag = quota_tag(st, req, name).await;
-    let record = Record {
-        task_id: format!("{tag}.{}", uuid::Uuid::new_v4()),
-        status: Status::Working,
-        status_message: None,
-        created_at: at.clone(),
-        last_updated_at: at,
-        ttl_ms: TTL_MS,
-        poll_interval_ms: POLL_INTERVAL_MS,
-        result: None,
-        error: None,
-        input_requests: None,
-        owner: owner(req),
-        boot: st.tasks.boot.clone(),
-    };
-    // Durable before the client hears of it: `tasks/get` answers at once.
-    if let Err(e) = st.tasks.put(&record).await {
-        return req.fail(&e);
-    }
-    let mut cx = req.context(st);
-    let id = record.task_id.clone();
-    // Questions to the client park the task (`input_required`) until
-    // `tasks/update` answers them; other events have no reader.
-    let (tx, asks) = tokio::sync::mpsc::channel(16);
-    let meta = &req.modern.as_ref().expect("tasks are modern").meta;
-    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
-        elicitation: meta.declares("elicitation"),
-        sampling: meta.declares("sampling"),
-        roots: meta.declares("roots"),
-    });
-    let changes = st.pipeline.current().changes().clone();
-    tokio::spawn(super::task_input::park_questions(
-        st.tasks.clone(),
-        id.clone(),
-        asks,
-        changes,
-    ));
-    st.tasks
-        .running
-        .lock()
-        .unwrap()
-        .insert(id.clone(), cx.cancel.clone());
-    let (pipeline, tasks, errors) = (st.pipeline.current(), st.tasks.clone(), st.errors);
-    let tool = name.to_string();
-    tokio::spawn(async move {
-        let outcome = pipeline.call(&tool, args, &mut cx).await;
-        let changes = pipeline.changes().clone();
-        tasks.settle(&id, outcome, errors, &changes).await;
-    });
-    let mut created = record.wire();
-    created["resultType"] = json!("task");
-    created["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": server_info() });
-    reply(&req.id, &created)
-}
-
-/// `tasks/get`, `tasks/cancel` and `tasks/update`.
-pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &str) -> Response {
-    let Some(modern) = &req.modern else {
-        unreachable!("tasks are served to modern requests only")
-    };
-    if !modern.meta.declares_extension(EXTENSION) {
-        return missing_extension(req, &format!("{method} needs it"));
-    }
-    let Some(id) = req.params.get("taskId").and_then(Value::as_str) else {
-        return req.fail(&RpcError::invalid_params(format!(
-            "{method} needs a taskId"
-        )));
-    };
-    let owner = owner(req);
-    let record = match st.tasks.owned(id, &owner).await {
-        Ok(r) => r,
-        Err(e) => return req.fail(&e),
-    };
-    match method {
-        "tasks/get" => req.reply(&record.wire()),
-        "tasks/cancel" => {
-            if !record.status.terminal() {
-                if let Some(cancel) = st.tasks.running.lock().unwrap().get(id) {
-                    cancel.cancel();
-                }
-                st.tasks.waiting.forget(id);
-                let _writing = st.tasks.writing.lock().await;
-                // Read again under the lock: the run may have ended meanwhile.
-                if let Ok(Some(mut now)) = st.tasks.load(id).await
-                    && !now.status.terminal()
-                {
-                    now.input_requests = None;
-                    now.set(Status::Cancelled, Some("cancelled by the client".into()));
-                    if let Err(e) = st.tasks.put(&now).await {
-                        return req.fail(&e);
-                    }
-                    let changes = st.pipeline.current().changes().clone();
-                    changes.task(id, &now.owner, now.wire());
-                }
-            }
-            req.reply(&json!({}))
-        }
-        // Answers to waiting questions resume the guest; others are ignored.
-        _ => match req.params.get("inputResponses") {
-            None => req.reply(&json!({})),
-            Some(Value::Object(answers)) => {
-                let changes = st.pipeline.current().changes().clone();
-                match super::task_input::answer(&st.tasks, id, answers, &changes).await {
-                    Ok(()) => req.reply(&json!({})),
-                    Err(e) => req.fail(&e),
-                }
-            }
-            Some(_) => req.fail(&RpcError::invalid_params(
-                "inputResponses must be an object",
-            )),
-        },
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,209 @@
+//! The tasks extension's methods under 2026-07-28: a `tools/call` answered
+//! as a task (`CreateTaskResult`), and `tasks/get`, `tasks/cancel`,
+//! `tasks/update`. The records themselves are kept by [`super::tasks`].
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::codes::MISSING_CAPABILITY;
+use super::result::server_info;
+use super::state::digest;
+use super::tasks::{EXTENSION, POLL_INTERVAL_MS, Record, Status, TAG_LEN, TTL_MS, now};
+use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::reply::{json_response, reply};
+use crate::mcp::request::Request;
+use crate::mcp::state::McpState;
+use crate::pipeline::{Askable, EventSink};
+
+/// Whose quota a new task of the tool `name` counts against: the caller's
+/// principal, or its client address when anonymous; as a tag.
+async fn quota_tag(st: &McpState, req: &Request<'_>, name: &str) -> String {
+    let principal = match &req.token {
+        Some(token) => Some(token.clone()),
+        None => {
+            let cx = req.context(st);
+            st.pipeline.current().caller(name, &cx).await
+        }
+    };
+    let who = match principal {
+        Some(p) => json!(format!("sub:{}", p.subject)),
+        None => json!(format!("ip:{}", crate::call::client_key(req.client.ip()))),
+    };
+    let mut tag = digest(&[&json!("task-quota"), &who]);
+    tag.truncate(TAG_LEN);
+    tag
+}
+
+/// -32021 (HTTP 400) naming the tasks extension.
+pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
+    let error = RpcError {
+        code: MISSING_CAPABILITY,
+        message: format!("Missing required client capability: extension {EXTENSION} ({why})"),
+        data: Some(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } })),
+    };
+    json_response(
+        StatusCode::BAD_REQUEST,
+        jsonrpc::error_body(&req.id, &error),
+    )
+}
+
+/// Digest of the credentials a request carries: who owns a task.
+pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
+    let credential = |h: &str| {
+        req.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map_or(Value::Null, |v| json!(v))
+    };
+    let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
+    digest(&[
+        &json!("task-owner"),
+        &credential("authorization"),
+        &credential("x-api-key"),
+        &subject,
+    ])
+}
+
+/// Whether a modern `tools/call` of `name` is answered here: as a task
+/// (the tool runs as one and the client declared the extension), or with
+/// -32021 (the tool requires one and the client did not). `None`: a plain call.
+pub(in crate::mcp) async fn tools_call(
+    st: &McpState,
+    req: &Request<'_>,
+    name: &str,
+    args: &Value,
+) -> Option<Response> {
+    let meta = &req.modern.as_ref()?.meta;
+    let support = st.pipeline.current().catalog().task_support(name)?;
+    if !st.tasks.available() {
+        return None;
+    }
+    if !meta.declares_extension(EXTENSION) {
+        return match support {
+            crate::config::TaskSupport::Optional => None,
+            crate::config::TaskSupport::Required => Some(missing_extension(
+                req,
+                &format!("the tool {name} runs only as a task"),
+            )),
+        };
+    }
+    Some(create(st, req, name, args.clone()).await)
+}
+
+/// Stores a new task, starts the call, and answers `CreateTaskResult`.
+async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Response {
+    let at = now();
+    let tag = quota_tag(st, req, name).await;
+    let record = Record {
+        task_id: format!("{tag}.{}", uuid::Uuid::new_v4()),
+        status: Status::Working,
+        status_message: None,
+        created_at: at.clone(),
+        last_updated_at: at,
+        ttl_ms: TTL_MS,
+        poll_interval_ms: POLL_INTERVAL_MS,
+        result: None,
+        error: None,
+        input_requests: None,
+        owner: owner(req),
+        boot: st.tasks.boot.clone(),
+    };
+    // Durable before the client hears of it: `tasks/get` answers at once.
+    if let Err(e) = st.tasks.put(&record).await {
+        return req.fail(&e);
+    }
+    let mut cx = req.context(st);
+    let id = record.task_id.clone();
+    // Questions to the client park the task (`input_required`) until
+    // `tasks/update` answers them; other events have no reader.
+    let (tx, asks) = tokio::sync::mpsc::channel(16);
+    let meta = &req.modern.as_ref().expect("tasks are modern").meta;
+    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
+        elicitation: meta.declares("elicitation"),
+        sampling: meta.declares("sampling"),
+        roots: meta.declares("roots"),
+    });
+    let changes = st.pipeline.current().changes().clone();
+    tokio::spawn(super::task_input::park_questions(
+        st.tasks.clone(),
+        id.clone(),
+        asks,
+        changes,
+    ));
+    st.tasks
+        .running
+        .lock()
+        .unwrap()
+        .insert(id.clone(), cx.cancel.clone());
+    let (pipeline, tasks, errors) = (st.pipeline.current(), st.tasks.clone(), st.errors);
+    let tool = name.to_string();
+    tokio::spawn(async move {
+        let outcome = pipeline.call(&tool, args, &mut cx).await;
+        let changes = pipeline.changes().clone();
+        tasks.settle(&id, outcome, errors, &changes).await;
+    });
+    let mut created = record.wire();
+    created["resultType"] = json!("task");
+    created["_meta"] = json!({ "io.modelcontextprotocol/serverInfo": server_info() });
+    reply(&req.id, &created)
+}
+
+/// `tasks/get`, `tasks/cancel` and `tasks/update`.
+pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &str) -> Response {
+    let Some(modern) = &req.modern else {
+        unreachable!("tasks are served to modern requests only")
+    };
+    if !modern.meta.declares_extension(EXTENSION) {
+        return missing_extension(req, &format!("{method} needs it"));
+    }
+    let Some(id) = req.params.get("taskId").and_then(Value::as_str) else {
+        return req.fail(&RpcError::invalid_params(format!(
+            "{method} needs a taskId"
+        )));
+    };
+    let owner = owner(req);
+    let record = match st.tasks.owned(id, &owner).await {
+        Ok(r) => r,
+        Err(e) => return req.fail(&e),
+    };
+    match method {
+        "tasks/get" => req.reply(&record.wire()),
+        "tasks/cancel" => {
+            if !record.status.terminal() {
+                if let Some(cancel) = st.tasks.running.lock().unwrap().get(id) {
+                    cancel.cancel();
+                }
+                st.tasks.waiting.forget(id);
+                let _writing = st.tasks.writing.lock().await;
+                // Read again under the lock: the run may have ended meanwhile.
+                if let Ok(Some(mut now)) = st.tasks.load(id).await
+                    && !now.status.terminal()
+                {
+                    now.input_requests = None;
+                    now.set(Status::Cancelled, Some("cancelled by the client".into()));
+                    if let Err(e) = st.tasks.put(&now).await {
+                        return req.fail(&e);
+                    }
+                    let changes = st.pipeline.current().changes().clone();
+                    changes.task(id, &now.owner, now.wire());
+                }
+            }
+            req.reply(&json!({}))
+        }
+        // Answers to waiting questions resume the guest; others are ignored.
+        _ => match req.params.get("inputResponses") {
+            None => req.reply(&json!({})),
+            Some(Value::Object(answers)) => {
+                let changes = st.pipeline.current().changes().clone();
+                match super::task_input::answer(&st.tasks, id, answers, &changes).await {
+                    Ok(()) => req.reply(&json!({})),
+                    Err(e) => req.fail(&e),
+                }
+            }
+            Some(_) => req.fail(&RpcError::invalid_params(
+                "inputResponses must be an object",
+            )),
+        },
+    }
+}
