@@ -1,55 +1,54 @@
 //! The layers run one way: surfaces (`mcp`, `rest`, `server`) → `pipeline`
-//! → `catalog` → backends (`wasm`, `db`, `upstream`, `files`) → the call
-//! vocabulary (`call`). `registry` (plugins pulled from OCI registries)
-//! is below the loader and names none of them. `cluster` (the replicas' shared Redis) is below all
-//! of them. This test reads the sources and fails when a module names a
-//! layer above it.
+//! → `catalog` → backends (`wasm`, `db`, `upstream`, `files`) → the
+//! host-wide stores below them (`kv`, `cluster`) → the call vocabulary
+//! (`call`) → `config` at the bottom. `registry` (plugins pulled from OCI
+//! registries) is below the loader and names none of them.
+//!
+//! Three more rules keep the rooms apart: `config` names nothing else of
+//! the crate (every layer reads it, so it must not lean on any); surfaces
+//! reach backends only through the pipeline (they name no backend); and
+//! backends do not name each other (what two of them share lives below
+//! both). This test reads the sources and fails on an import against a
+//! rule; `scripts/circles.py` checks that no two files name each other.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
-/// Each layer and the modules above it, which it must not name.
-const RULES: &[(&str, &[&str])] = &[
-    (
-        "cluster",
-        &[
-            "call", "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest",
-            "server",
-        ],
-    ),
-    (
-        "call",
-        &[
-            "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
-        ],
-    ),
-    (
-        "registry",
-        &[
-            "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
-            "loader",
-        ],
-    ),
-    ("wasm", &["pipeline", "catalog", "mcp", "rest", "server"]),
-    // The host-wide key-value store: used by the guest capability (wasm)
-    // and by MCP tasks, so it names neither.
-    (
-        "kv",
-        &[
-            "pipeline", "catalog", "wasm", "db", "upstream", "files", "mcp", "rest", "server",
-        ],
-    ),
-    ("db", &["pipeline", "catalog", "mcp", "rest", "server"]),
-    (
-        "upstream",
-        &["pipeline", "catalog", "mcp", "rest", "server"],
-    ),
-    ("files", &["pipeline", "catalog", "mcp", "rest", "server"]),
-    ("catalog", &["pipeline", "mcp", "rest", "server"]),
-    ("pipeline", &["mcp", "rest", "server"]),
-];
+const SURFACES: &[&str] = &["mcp", "rest", "server"];
+const BACKENDS: &[&str] = &["wasm", "db", "upstream", "files"];
+
+/// Each layer and the modules it must not name.
+fn rules() -> Vec<(&'static str, Vec<&'static str>)> {
+    let above_backends = ["pipeline", "catalog", "mcp", "rest", "server"];
+    let mut rules: Vec<(&'static str, Vec<&'static str>)> = vec![
+        ("pipeline", SURFACES.to_vec()),
+        ("catalog", [&["pipeline"][..], SURFACES].concat()),
+        ("kv", [&above_backends[..], BACKENDS, &["call"]].concat()),
+        (
+            "cluster",
+            [&above_backends[..], BACKENDS, &["call", "kv"]].concat(),
+        ),
+        ("call", [&above_backends[..], BACKENDS].concat()),
+        (
+            "registry",
+            [&above_backends[..], BACKENDS, &["loader"]].concat(),
+        ),
+    ];
+    for surface in SURFACES {
+        rules.push((surface, BACKENDS.to_vec()));
+    }
+    for backend in BACKENDS {
+        let others = BACKENDS.iter().copied().filter(|b| b != backend);
+        rules.push((
+            backend,
+            above_backends.iter().copied().chain(others).collect(),
+        ));
+    }
+    rules
+}
 
 /// Every `.rs` file under `dir`, or `dir.rs` itself when it is a file module.
-fn sources(root: &Path, module: &str) -> Vec<std::path::PathBuf> {
+fn sources(root: &Path, module: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let file = root.join(format!("{module}.rs"));
     if file.is_file() {
@@ -72,24 +71,65 @@ fn sources(root: &Path, module: &str) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// The crate's top-level modules a file names, with the line of each:
+/// `crate::x::…`, `crate::x;` and the groups of `use crate::{x::…, y};`,
+/// also across lines. Comments are left out.
+fn named_modules(text: &str) -> Vec<(String, usize)> {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // The first segment of each item of the group, at depth 0.
+            let mut depth = 0;
+            let mut item_start = true;
+            for (i, ch) in group.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && depth == 0 && (c.is_alphabetic() || c == '_') => {
+                        let name: String = group[i..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        out.push((name, line_of(at)));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.push((name, line_of(at)));
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn no_layer_names_one_above_it() {
+fn no_layer_names_one_it_must_not() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut wrong = Vec::new();
-    for (layer, above) in RULES {
+    for (layer, banned) in rules() {
         let files = sources(&root, layer);
         assert!(!files.is_empty(), "no sources found for layer {layer}");
         for path in files {
             let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                for up in *above {
-                    if code.contains(&format!("crate::{up}::"))
-                        || code.contains(&format!("crate::{up};"))
-                        || code.contains(&format!("crate::{up}}}"))
-                    {
-                        wrong.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                    }
+            for (name, line) in named_modules(&text) {
+                if banned.contains(&name.as_str()) {
+                    wrong.push(format!("{}:{line}: {layer} names {name}", path.display()));
                 }
             }
         }
@@ -99,4 +139,30 @@ fn no_layer_names_one_above_it() {
         "imports against the layering:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn config_names_nothing_else_of_the_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut wrong = BTreeSet::new();
+    for path in sources(&root, "config") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (name, line) in named_modules(&text) {
+            if name != "config" {
+                wrong.insert(format!("{}:{line}: config names {name}", path.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "config leans on:\n{}",
+        wrong.iter().cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_reader_sees_groups_and_paths() {
+    let text = "use crate::{config::Config, wasm::{self, kv}};\n// crate::db::x\nlet x = crate::files::read();\nuse crate::call;";
+    let names: Vec<String> = named_modules(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["config", "wasm", "files", "call"]);
 }

@@ -5,7 +5,7 @@
 //! a process whose kv lives in the cluster's Redis (`[cluster]` without
 //! `[kv]`) holds one connection for both rather than two to the same
 //! server. It lives here, in the lowest layer, because the backends above
-//! (`wasm::kv`) may name `cluster` but not the other way round.
+//! (`kv`) may name `cluster` but not the other way round.
 //!
 //! A Redis Cluster is spoken to through `redis`'s cluster client, which
 //! routes each command by its key's slot and follows the cluster's

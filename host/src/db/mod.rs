@@ -3,6 +3,7 @@
 
 mod cache;
 mod inputs;
+mod outcome;
 mod pg_numeric;
 mod pg_tls;
 mod postgres;
@@ -25,26 +26,8 @@ use crate::config::{
 pub use cache::CacheStats;
 use cache::{KeyPrefix, ResultCache};
 use inputs::Inputs;
+pub use outcome::{DbFailure, Rows};
 use template::{Compiled, ParamStyle, TemplateError};
-
-/// Rows of one result, and whether `max_rows` cut them.
-pub struct Rows {
-    pub rows: Vec<Value>,
-    pub truncated: bool,
-}
-
-/// Why a statement did not run.
-pub enum DbFailure {
-    /// No connection could be had (the database is down or unreachable).
-    Unavailable(String),
-    /// The database refused or failed the statement.
-    Query(String),
-    /// Argument `index` (from 0) cannot be bound as the type of its
-    /// parameter.
-    Invalid { index: usize, why: String },
-    /// The caller cancelled the call; its statement was stopped.
-    Cancelled,
-}
 
 /// A configured database.
 pub enum Connector {

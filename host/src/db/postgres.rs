@@ -42,8 +42,8 @@ use serde_json::{Map, Value};
 use tokio_postgres::Statement;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::outcome::{DbFailure, Rows};
 use super::pg_tls::{self, SslMode};
-use super::{DbFailure, Rows};
 use crate::call::CancelToken;
 use crate::config::PostgresConfig;
 

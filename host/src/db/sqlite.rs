@@ -21,7 +21,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{DbFailure, Rows};
+use super::outcome::{DbFailure, Rows};
 use crate::call::CancelToken;
 use crate::config::SqliteConfig;
 

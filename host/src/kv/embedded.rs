@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Backend, KvError, Result, add, parse_counter};
+use super::backend::{Backend, KvError, Result, add, parse_counter};
 
 pub struct Embedded {
     conn: Arc<Mutex<Connection>>,

@@ -12,76 +12,21 @@
 //! it must check atomically with the write that adds a key:
 //! [`embedded`] (SQLite under `cache_dir`, the default) and [`redis`].
 
+mod backend;
 mod embedded;
 mod redis;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
 use crate::cluster::link::RedisLink;
 use crate::config::{BackendKind, KvConfig};
 
-/// Why a kv operation failed. The same cases as the WIT `kv-error`, which
-/// `crate::wasm::kv` converts it to for a guest; defined here so the store
-/// names nothing of the guest runtime.
-#[derive(Clone)]
-pub enum KvError {
-    /// A key or value over its bound.
-    TooLarge(String),
-    /// A write that would add a key past `max_keys`.
-    Quota(String),
-    /// The backend cannot be reached (or `[kv]` could not be opened).
-    Unavailable(String),
-    /// A bad request: empty key, bad TTL, a value that is no counter.
-    Invalid(String),
-}
-
-/// The same text as the WIT binding's `Debug`, which the host's own error
-/// messages (tasks) and logs printed before the store moved here.
-impl std::fmt::Debug for KvError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KvError::TooLarge(e) => f.debug_tuple("KvError::TooLarge").field(e).finish(),
-            KvError::Quota(e) => f.debug_tuple("KvError::Quota").field(e).finish(),
-            KvError::Unavailable(e) => f.debug_tuple("KvError::Unavailable").field(e).finish(),
-            KvError::Invalid(e) => f.debug_tuple("KvError::Invalid").field(e).finish(),
-        }
-    }
-}
+use backend::Backend;
+pub use backend::{KvError, Result};
 
 /// The longest TTL a guest may ask for: about 100 years, in milliseconds.
 const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
-/// What a backend stores. Keys and values arrive already bounded; `ns` is
-/// the plugin's name, which the backend keeps apart from every other.
-trait Backend: Send + Sync {
-    fn get<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
-    /// Replaces the value and TTL; adding a key past `max_keys` is `quota`.
-    fn set<'a>(
-        &'a self,
-        ns: &'a str,
-        key: &'a str,
-        value: Vec<u8>,
-        ttl_ms: Option<u64>,
-        max_keys: u64,
-    ) -> BoxFuture<'a, Result<()>>;
-    fn delete<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<()>>;
-    /// Atomic add on a decimal integer value; an absent key counts as 0 and
-    /// is created without TTL (past `max_keys`: `quota`).
-    fn increment<'a>(
-        &'a self,
-        ns: &'a str,
-        key: &'a str,
-        delta: i64,
-        max_keys: u64,
-    ) -> BoxFuture<'a, Result<i64>>;
-    /// Where the data lives, for the log (no credentials).
-    fn describe(&self) -> String;
-}
-
-pub type Result<T> = std::result::Result<T, KvError>;
 
 /// The host's kv store: the configured backend behind the shared bounds.
 /// One per server, shared by every plugin and call.
@@ -260,31 +205,6 @@ impl KvStore {
         debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
         self.set_capped(ns, key, value, ttl_ms, max_keys).await
     }
-}
-
-/// The human part of an error.
-fn message(e: &KvError) -> String {
-    match e {
-        KvError::TooLarge(m)
-        | KvError::Quota(m)
-        | KvError::Unavailable(m)
-        | KvError::Invalid(m) => m.clone(),
-    }
-}
-
-/// Parses a stored value as the decimal integer `increment` works on.
-fn parse_counter(value: &[u8]) -> Result<i64> {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| KvError::Invalid("the value is not a decimal integer".into()))
-}
-
-/// `value + delta`, or `invalid` on overflow.
-fn add(value: i64, delta: i64) -> Result<i64> {
-    value
-        .checked_add(delta)
-        .ok_or_else(|| KvError::Invalid("increment would overflow a 64-bit integer".into()))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use std::time::Duration;
 use ::redis::{Script, Value};
 use futures::future::BoxFuture;
 
-use super::{Backend, KvError, Result};
+use super::backend::{Backend, KvError, Result, message};
 use crate::cluster::link::{Connection, RedisLink};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -108,7 +108,7 @@ impl Redis {
 
     /// Connects and sends `PING`: whether the server answers now.
     pub async fn ping(&self) -> std::result::Result<(), String> {
-        let mut con = self.connection().await.map_err(|e| super::message(&e))?;
+        let mut con = self.connection().await.map_err(|e| message(&e))?;
         let ping = ::redis::cmd("PING");
         let pong = ping.query_async::<String>(&mut con);
         match tokio::time::timeout(TIMEOUT, pong).await {

@@ -30,6 +30,12 @@ pub use failures::AuthFailures;
 pub use live::Live;
 pub use setup::Pipeline;
 
+/// The files store as the `/uploads` and `/artifacts` routes see it: the
+/// pipeline hands it out (`Pipeline::files`) so surfaces name no backend.
+pub mod uploads {
+    pub use crate::files::{Area, DownloadRefusal, Entry, Files, StoreError, attachment, read};
+}
+
 use crate::catalog::{Backend, CatalogTool};
 
 impl Pipeline {

@@ -19,8 +19,8 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::body;
-use crate::files::{Area, DownloadRefusal, Entry, Files, StoreError};
 use crate::mcp::McpState;
+use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment, read};
 use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
 
 /// What the upload handlers share.
@@ -287,11 +287,11 @@ async fn download(
     // What a tool wrote is served as a file to save, never as a page of
     // this origin: an attachment, its type taken as given (no sniffing an
     // HTML or script out of it), and sandboxed should anything render it.
-    match crate::files::read(entry.path()).await {
+    match read(entry.path()).await {
         Ok(bytes) => (
             [
                 (CONTENT_TYPE, entry.mime_type.clone()),
-                (CONTENT_DISPOSITION, crate::files::attachment(&entry.name)),
+                (CONTENT_DISPOSITION, attachment(&entry.name)),
                 (X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
                 (
                     CONTENT_SECURITY_POLICY,
