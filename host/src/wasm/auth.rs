@@ -6,9 +6,10 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::auth::{Auth, AuthPre};
 use super::bindings::tool::hangar::plugin::types as wit;
+use super::guest::{GuestState, PluginMeta};
 use super::sched::Scheduler;
 use super::stage::StageComponent;
-use super::state::{self, GuestState, PluginMeta};
+use super::state;
 use crate::call::{
     CallContext, CallError, ErrorKind, EventSink, Principal, RequestInfo, Stage, Transport,
 };

@@ -30,12 +30,12 @@ pub mod server {
         world: "server",
         exports: { default: async },
         with: {
-            "hangar:plugin/types": super::tool::hangar::plugin::types,
-            "hangar:plugin/host": super::tool::hangar::plugin::host,
-            "hangar:plugin/config": super::tool::hangar::plugin::config,
-            "hangar:plugin/credentials": super::tool::hangar::plugin::credentials,
-            "hangar:plugin/kv": super::tool::hangar::plugin::kv,
-            "hangar:plugin/client": super::tool::hangar::plugin::client,
+            "hangar:plugin/types": crate::wasm::bindings::tool::hangar::plugin::types,
+            "hangar:plugin/host": crate::wasm::bindings::tool::hangar::plugin::host,
+            "hangar:plugin/config": crate::wasm::bindings::tool::hangar::plugin::config,
+            "hangar:plugin/credentials": crate::wasm::bindings::tool::hangar::plugin::credentials,
+            "hangar:plugin/kv": crate::wasm::bindings::tool::hangar::plugin::kv,
+            "hangar:plugin/client": crate::wasm::bindings::tool::hangar::plugin::client,
         },
     });
 }
@@ -46,9 +46,9 @@ pub mod auth {
         world: "auth",
         exports: { default: async },
         with: {
-            "hangar:plugin/types": super::tool::hangar::plugin::types,
-            "hangar:plugin/host": super::tool::hangar::plugin::host,
-            "hangar:plugin/config": super::tool::hangar::plugin::config,
+            "hangar:plugin/types": crate::wasm::bindings::tool::hangar::plugin::types,
+            "hangar:plugin/host": crate::wasm::bindings::tool::hangar::plugin::host,
+            "hangar:plugin/config": crate::wasm::bindings::tool::hangar::plugin::config,
         },
     });
 }
@@ -59,9 +59,9 @@ pub mod mapper {
         world: "mapper",
         exports: { default: async },
         with: {
-            "hangar:plugin/types": super::tool::hangar::plugin::types,
-            "hangar:plugin/host": super::tool::hangar::plugin::host,
-            "hangar:plugin/config": super::tool::hangar::plugin::config,
+            "hangar:plugin/types": crate::wasm::bindings::tool::hangar::plugin::types,
+            "hangar:plugin/host": crate::wasm::bindings::tool::hangar::plugin::host,
+            "hangar:plugin/config": crate::wasm::bindings::tool::hangar::plugin::config,
         },
     });
 }

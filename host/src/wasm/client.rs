@@ -13,7 +13,7 @@ use super::bindings::tool::hangar::plugin::client::{
     SamplingRequest,
 };
 use super::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
-use super::state::GuestState;
+use super::guest::GuestState;
 use crate::call::{AskError, AskKind, List, ask_until, question_key};
 
 impl client::Host for GuestState {

@@ -3,16 +3,13 @@
 //! The capability has the shape of [`super::http`]: `[kv]` is checked and
 //! the store opened once at load (`crate::kv::open`), every call's
 //! `GuestState` holds a [`KvCall`] (the plugin's namespace and the shared
-//! store), and [`link`] adds the host functions. The store, its backends and
+//! store), and `state::link` adds the host functions. The store, its backends and
 //! its bounds live in `crate::kv`, which MCP tasks use too; this module is
 //! only the guest's side: the namespace and the WIT error type.
 
 use std::sync::Arc;
 
-use wasmtime::component::{HasSelf, Linker};
-
 use super::bindings::tool::hangar::plugin::kv as wit;
-use super::state::GuestState;
 use crate::kv::KvStore;
 
 type Result<T> = std::result::Result<T, wit::KvError>;
@@ -78,13 +75,6 @@ impl wit::Host for KvCall {
         let r = self.store()?.increment(&self.plugin, &key, delta).await;
         self.logged("increment", r)
     }
-}
-
-/// Adds the `hangar:plugin/kv` import to a linker; each call serves it from
-/// its `GuestState`'s [`KvCall`].
-pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
-    wit::add_to_linker::<GuestState, HasSelf<KvCall>>(linker, |s| &mut s.kv)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))
 }
 
 #[cfg(test)]

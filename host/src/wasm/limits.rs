@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::guest::GuestState;
 use super::sched::Scheduler;
-use super::state::GuestState;
 use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 use crate::config::Limits;
 

@@ -7,11 +7,13 @@ mod cache;
 mod client;
 pub mod credentials;
 pub mod engine;
+mod guest;
 mod guest_log;
 pub mod http;
 pub mod kv;
 mod limits;
 mod mapper;
+mod offered;
 mod offers;
 pub mod sched;
 mod stage;
@@ -31,17 +33,17 @@ use wasmtime::component::{Component, Linker};
 
 pub use auth::AuthPlugin;
 pub use cache::Origin;
+pub use guest::{PluginMeta, Preopens};
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
-pub use state::{PluginMeta, Preopens};
 pub use teardown::on_park;
 pub use tool::ToolPlugin;
 pub use write_cap::WriteCap;
 
 use cache::CompiledCache;
 use engine::{EngineOptions, EpochTicker};
+use guest::GuestState;
 use sched::{SchedOptions, Scheduler};
-use state::GuestState;
 
 /// Which `hangar:plugin` world a component exports, or `Plain` for one
 /// written for none: its exported functions are its tools.

@@ -5,41 +5,16 @@
 use std::time::Instant;
 
 use serde_json::{Map, Value};
-use wasmtime::component::InstancePre;
 
 use super::bindings::server::exports::hangar::plugin::{completion, prompts, resources};
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::limits;
-use super::state::GuestState;
 use super::tool::{Instance, ToolPlugin, content, trace, wit_context};
 use crate::call::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptArgument, PromptDef,
     PromptMessage, PromptResult, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
 };
 use crate::config::Limits;
-
-/// The `resources`, `prompts` and `completion` exports of a component.
-#[derive(Default)]
-pub struct Offers {
-    resources: Option<resources::GuestIndices>,
-    prompts: Option<prompts::GuestIndices>,
-    completion: Option<completion::GuestIndices>,
-}
-
-impl Offers {
-    /// The interfaces `pre`'s component exports (with the types Hangar knows).
-    pub fn of(pre: &InstancePre<GuestState>) -> Offers {
-        Offers {
-            resources: resources::GuestIndices::new(pre).ok(),
-            prompts: prompts::GuestIndices::new(pre).ok(),
-            completion: completion::GuestIndices::new(pre).ok(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.resources.is_none() && self.prompts.is_none() && self.completion.is_none()
-    }
-}
 
 /// What a component lists besides tools, asked once at load.
 #[derive(Debug, Default)]

@@ -10,9 +10,10 @@ use std::time::Instant;
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{Engine, Store};
 
+use super::guest::{GuestState, PluginMeta};
 use super::limits;
 use super::sched::{Pool, Scheduler};
-use super::state::{self, GuestState, PluginMeta};
+use super::state;
 use super::warm::{Pooled, WarmPool};
 use crate::call::{CallContext, CallError, EventSink, Stage};
 use crate::config::Limits;

@@ -14,10 +14,11 @@ use wasmtime::component::{Component, InstancePre, Linker, Val};
 
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolIndices};
+use super::guest::{GuestState, PluginMeta, Preopens};
 use super::limits;
-use super::offers::Offers;
+use super::offered::Offers;
 use super::sched::{Gate, Pool, Scheduler};
-use super::state::{self, GuestState, PluginMeta, Preopens};
+use super::state;
 use super::typed::{TypedExports, TypedFunc};
 use super::warm::{Pooled, WarmPool};
 use crate::call::{Annotations, ToolDef};

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use wasmtime::Store;
 
-use super::state::GuestState;
+use super::guest::GuestState;
 use crate::config::InstancesConfig;
 
 /// A live instance the pool can keep: what it needs is the instance's store.

@@ -1,6 +1,9 @@
 //! Building a catalog from the config and the plugins directory, once at
 //! start-up and again on every reload, with what outlives a reload.
 
+mod metas;
+mod report;
+
 use std::sync::Arc;
 
 use crate::call::ResourceChanges;
@@ -10,7 +13,8 @@ use crate::registry::{Ask, Resolution};
 use crate::wasm::engine::EngineOptions;
 use crate::wasm::sched::SchedOptions;
 use crate::wasm::{self, Discovery, LoadFailure, Runtime};
-use crate::{LoadReport, LoadedEntry, plugin_metas};
+use metas::plugin_metas;
+pub use report::{LoadReport, LoadedEntry};
 
 /// What a reload reuses instead of rebuilding: the wasm runtime (engine,
 /// pooling limits, compiled-component cache, scheduler — their settings
