@@ -193,6 +193,20 @@ def ask_and_answer(server, c, tool, arguments, answer, session_id=None):
     return asked, final
 
 
+def refused(addr: str) -> bool:
+    """Whether host:port refuses connections (a killed server is gone)."""
+    host, port = addr.split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except ConnectionResetError:
+        # The dying process's listener took the SYN and was torn down:
+        # not gone yet from the client's side; ask again.
+        return False
+
+
 def wait_for(condition, timeout, what):
     """Polls `condition` until it returns something truthy; fails after `timeout` s."""
     end = time.monotonic() + timeout

@@ -22,7 +22,6 @@ import json
 import queue
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -35,7 +34,7 @@ import pytest
 from urllib.parse import urlsplit
 
 from conftest import (DATABASE_URL, HANGAR_BIN, REDIS_URL, ROOT, Mcp, Server, ask_and_answer,
-                      free_port, plugin_path, psql, run_hangar, wait_for)
+                      free_port, plugin_path, psql, refused, run_hangar, wait_for)
 
 RUN = uuid.uuid4().hex[:10]
 PREFIX = f"hangar-test-cluster:{RUN}"
@@ -152,19 +151,6 @@ def cluster(tmp_path_factory, shared_cache):
     keys = redis_cli("--scan", "--pattern", f"{PREFIX}:*").split()
     if keys:
         redis_cli("DEL", *keys)
-
-
-def refused(addr: str) -> bool:
-    host, port = addr.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=1).close()
-        return False
-    except ConnectionRefusedError:
-        return True
-    except ConnectionResetError:
-        # The dying process's listener took the SYN and was torn down:
-        # not gone yet from the client's side; ask again.
-        return False
 
 
 def session(cluster) -> Mcp:

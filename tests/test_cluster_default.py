@@ -9,7 +9,6 @@ every replica, also after one is killed.
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import HANGAR_BIN, REDIS_URL, ROOT, Mcp, free_port, wait_for
+from conftest import HANGAR_BIN, REDIS_URL, ROOT, Mcp, free_port, refused, wait_for
 
 REPLICAS = 3
 GENERATED = ROOT / ".hangar-cluster.toml"
@@ -64,17 +63,6 @@ def cluster(tmp_path_factory):
     if c.proc.poll() is None:
         c.stop()
     GENERATED.unlink(missing_ok=True)
-
-
-def refused(addr: str) -> bool:
-    host, port = addr.split(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=1).close()
-        return False
-    except ConnectionRefusedError:
-        return True
-    except ConnectionResetError:
-        return False
 
 
 def text(reply) -> str:
