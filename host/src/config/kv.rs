@@ -2,7 +2,7 @@
 //! host's task records live, and the bounds every backend enforces.
 //!
 //! Only the schema and its checks live here; the store itself is
-//! `crate::kv`, which reads this at load.
+//! the kv module, which reads this at load.
 
 use serde::Deserialize;
 

@@ -1,6 +1,6 @@
 //! `[oauth]`: Hangar as an OAuth 2.1 resource server (MCP authorization,
 //! 2025-11-25). This file owns the schema and what `hangar check` refuses;
-//! the serving side (metadata, token checks) is `crate::oauth`.
+//! the serving side (metadata, token checks) is the oauth module's.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! `[upstreams.NAME]`: MCP servers (Streamable HTTP) whose tools join the
 //! catalog, and `[server] pinning`. This file owns the schema and its
-//! validation; connecting is `crate::upstream`'s job.
+//! validation; connecting is the upstream module's job.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
