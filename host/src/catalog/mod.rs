@@ -241,7 +241,7 @@ impl Catalog {
                 error,
             });
         }
-        for cfg in config.tools.iter().filter(|t| t.statement.is_some()) {
+        for cfg in config.tools.iter().filter(|t| t.db.statement.is_some()) {
             let db = DbTool::new(cfg, &connectors, &env)?;
             if let Some(error) = db.problem() {
                 problems.push(LoadFailure {
@@ -263,7 +263,7 @@ impl Catalog {
                 ..tool
             })?;
         }
-        for cfg in config.resources.iter().filter(|r| r.statement.is_some()) {
+        for cfg in config.resources.iter().filter(|r| r.db.statement.is_some()) {
             let problem = offered.add_db_resource(config, &plugins, cfg, &connectors, &env)?;
             problems.extend(problem.map(|error| LoadFailure {
                 path: PathBuf::from(format!("resources.{}", cfg.key())),
@@ -331,7 +331,7 @@ impl Catalog {
         let missing_tools = config
             .tools
             .iter()
-            .filter(|t| t.statement.is_none() && !self.by_name.contains_key(&t.name))
+            .filter(|t| t.db.statement.is_none() && !self.by_name.contains_key(&t.name))
             .map(|t| LoadFailure {
                 path: PathBuf::from("hangar.toml"),
                 error: format!("tool {:?} is configured but no plugin offers it", t.name),
@@ -340,7 +340,7 @@ impl Catalog {
         let bad_resources = config
             .resources
             .iter()
-            .filter(|r| r.statement.is_none())
+            .filter(|r| r.db.statement.is_none())
             .filter_map(|r| {
                 let error = r.check().err()?;
                 Some(LoadFailure {
@@ -517,7 +517,7 @@ fn tool_limiter(
 /// The catalog entry of a DB tool: its schema comes from its declared inputs.
 fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
     let stages = Stages::default();
-    let annotations = if cfg.read_only {
+    let annotations = if cfg.db.read_only {
         Annotations {
             read_only_hint: Some(true),
             ..Annotations::default()

@@ -15,6 +15,7 @@ use serde::Deserialize;
 mod capabilities;
 mod cluster;
 mod connectors;
+mod db;
 mod files;
 mod keys;
 mod kv;
@@ -35,6 +36,7 @@ mod upstreams;
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
+pub use db::{CacheConfig, DbConfig, InputSpec, InputType};
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use keys::TrustedKey;
 pub use kv::{BackendKind, KvConfig};
@@ -46,10 +48,7 @@ pub use rate::RateLimit;
 pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
 pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
-pub use tools::{
-    AuthConfig, AuthKeyword, AuthSetting, CacheConfig, InputSpec, InputType, MapperConfig,
-    TaskSupport, ToolConfig,
-};
+pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport, ToolConfig};
 pub use trust::{Require, TrustConfig};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
@@ -343,11 +342,11 @@ mod tests {
         )
         .unwrap();
         let t = &c.tools[0];
-        assert_eq!(t.connector.as_deref(), Some("main"));
-        assert!(t.read_only);
-        assert_eq!(t.max_rows, 1000);
-        assert_eq!(t.inputs["id"].ty, InputType::Integer);
-        assert_eq!(t.cache.as_ref().unwrap().ttl, Duration::from_secs(60));
+        assert_eq!(t.db.connector.as_deref(), Some("main"));
+        assert!(t.db.read_only);
+        assert_eq!(t.db.max_rows, 1000);
+        assert_eq!(t.db.inputs["id"].ty, InputType::Integer);
+        assert_eq!(t.db.cache.as_ref().unwrap().ttl, Duration::from_secs(60));
         assert!(matches!(&c.connectors["main"], ConnectorConfig::Postgres(p) if p.pool_size == 16));
         assert!(matches!(&c.connectors["demo"], ConnectorConfig::Sqlite(_)));
         let bad = Config::parse("[connectors.x]\nkind = \"sqlite\"\npath = \"a\"\npoolsize = 3\n");

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::db::DbConfig;
 use super::limits::LimitOverrides;
-use super::tools::{AuthSetting, CacheConfig, InputSpec};
+use super::tools::AuthSetting;
 
 /// A `[[resources]]` entry. With `statement` it defines a DB resource (its
 /// `uri_template` variables bound as parameters, like a DB tool's inputs);
@@ -24,23 +25,15 @@ pub struct ResourceConfig {
     pub description: Option<String>,
     /// Of the contents; a DB resource defaults to `application/json`.
     pub mime_type: Option<String>,
-    /// The connector a DB resource runs on.
-    #[serde(rename = "use")]
-    pub connector: Option<String>,
-    /// The SQL of a DB resource, with `{{ inputs.x }}` for template variables.
-    pub statement: Option<String>,
-    /// Types of the template variables (string when not given).
-    #[serde(default)]
-    pub inputs: BTreeMap<String, InputSpec>,
-    pub cache: Option<CacheConfig>,
+    /// With `statement`, the entry is a DB resource: its connector,
+    /// statement, inputs (the template variables' types), cache, read-only
+    /// rule and row cap.
+    #[serde(flatten)]
+    pub db: DbConfig,
     /// Who may read it; overrides the server-wide `[auth]`.
     pub auth: Option<AuthSetting>,
     /// Only callers whose claims match see and may read it.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
-    #[serde(default = "super::tools::yes")]
-    pub read_only: bool,
-    #[serde(default = "super::tools::default_max_rows")]
-    pub max_rows: usize,
     #[serde(default)]
     pub limits: LimitOverrides,
 }

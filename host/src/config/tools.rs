@@ -1,12 +1,12 @@
 //! `[[tools]]` entries and the settings a tool shares with a resource
-//! (inputs, cache, auth, mappers): their own file so `offered` and `oauth`
-//! read them without naming the config root.
+//! (auth, mappers; the DB part is `db`'s): their own file so `offered` and
+//! `oauth` read them without naming the config root.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::db::DbConfig;
 use super::limits::LimitOverrides;
 use super::rate::RateLimit;
 
@@ -20,15 +20,10 @@ pub struct ToolConfig {
     pub limits: LimitOverrides,
     pub title: Option<String>,
     pub description: Option<String>,
-    /// The connector a DB tool runs on.
-    #[serde(rename = "use")]
-    pub connector: Option<String>,
-    /// The SQL of a DB tool, with `{{ inputs.x }}` and `{{ env.X }}` placeholders.
-    pub statement: Option<String>,
-    /// A DB tool's declared inputs, by name.
-    #[serde(default)]
-    pub inputs: BTreeMap<String, InputSpec>,
-    pub cache: Option<CacheConfig>,
+    /// With `statement`, the entry is a DB tool: its connector, statement,
+    /// inputs, cache, read-only rule and row cap.
+    #[serde(flatten)]
+    pub db: DbConfig,
     /// Who may call the tool; overrides the server-wide `[auth]`.
     pub auth: Option<AuthSetting>,
     /// Mapper plugins for the arguments and the result.
@@ -37,12 +32,6 @@ pub struct ToolConfig {
     /// Only callers whose claims match see and may call the tool, e.g.
     /// `{ role = ["admin"] }` (every key must match one listed value).
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
-    /// Run inside a read-only transaction (DB tools; default true).
-    #[serde(default = "yes")]
-    pub read_only: bool,
-    /// More rows than this are cut, and the result says so.
-    #[serde(default = "default_max_rows")]
-    pub max_rows: usize,
     /// Calls one caller may make to this tool.
     pub rate_limit: Option<RateLimit>,
     /// OAuth scopes a token needs to call the tool (403 `insufficient_scope`).
@@ -78,31 +67,6 @@ pub enum TaskSupport {
     Required,
 }
 
-pub(crate) fn yes() -> bool {
-    true
-}
-
-pub(crate) fn default_max_rows() -> usize {
-    1000
-}
-
-/// One declared input of a DB tool.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InputSpec {
-    #[serde(rename = "type")]
-    pub ty: InputType,
-    pub description: Option<String>,
-    #[serde(default)]
-    pub required: bool,
-    pub default: Option<serde_json::Value>,
-    /// Element type of an `array` input.
-    pub items: Option<InputType>,
-    /// Bind this input from the caller's principal claim (e.g. `sub`), never
-    /// from the arguments.
-    pub from_claim: Option<String>,
-}
-
 /// `auth = { plugin = "...", policy = {...} }`, or `auth = "none"` to opt a
 /// tool out of the server-wide default.
 #[derive(Debug, Clone, Deserialize)]
@@ -132,49 +96,4 @@ pub struct AuthConfig {
 pub struct MapperConfig {
     pub input: Option<String>,
     pub output: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum InputType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    Array,
-    Object,
-}
-
-impl InputType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InputType::String => "string",
-            InputType::Integer => "integer",
-            InputType::Number => "number",
-            InputType::Boolean => "boolean",
-            InputType::Array => "array",
-            InputType::Object => "object",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheConfig {
-    #[serde(with = "humantime_serde")]
-    pub ttl: Duration,
-    /// Bytes of results one tool (or resource) keeps; the least used go first.
-    #[serde(default = "default_cache_bytes")]
-    pub max_bytes: u64,
-    /// A larger result is served but not kept.
-    #[serde(default = "default_cache_entry_bytes")]
-    pub max_entry_bytes: u64,
-}
-
-fn default_cache_bytes() -> u64 {
-    32 << 20
-}
-
-fn default_cache_entry_bytes() -> u64 {
-    1 << 20
 }

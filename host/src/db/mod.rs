@@ -21,7 +21,7 @@ use crate::call::{
     CallError, CancelToken, Content, ErrorKind, Principal, ResourceContents, Stage, ToolResult,
 };
 use crate::config::{
-    CacheConfig, Config, ConnectorConfig, InputSpec, InputType, ResourceConfig, ToolConfig,
+    Config, ConnectorConfig, DbConfig, InputSpec, InputType, ResourceConfig, ToolConfig,
 };
 pub use cache::CacheStats;
 use cache::{KeyPrefix, ResultCache};
@@ -167,16 +167,15 @@ struct Served {
     text: String,
 }
 
-/// What a `[[tools]]` and a `[[resources]]` entry with a statement share.
+/// A `[[tools]]` or a `[[resources]]` entry with a statement, as the
+/// statement is built from it.
 struct Spec<'a> {
     label: String,
     name: &'a str,
-    connector: Option<&'a str>,
-    statement: &'a str,
+    /// The entry's connector, statement, read-only rule, row cap and cache.
+    db: &'a DbConfig,
+    /// Its inputs: a tool's as declared, a resource's with its variables.
     inputs: BTreeMap<String, InputSpec>,
-    read_only: bool,
-    max_rows: usize,
-    cache: Option<&'a CacheConfig>,
     /// What to tell about a placeholder naming no input.
     unbound: &'a dyn Fn(&str) -> String,
 }
@@ -193,12 +192,8 @@ impl DbTool {
         let spec = Spec {
             label: format!("tool {}", cfg.name),
             name: &cfg.name,
-            connector: cfg.connector.as_deref(),
-            statement: cfg.statement.as_deref().expect("DB tools have a statement"),
-            inputs: cfg.inputs.clone(),
-            read_only: cfg.read_only,
-            max_rows: cfg.max_rows,
-            cache: cfg.cache.as_ref(),
+            db: &cfg.db,
+            inputs: cfg.db.inputs.clone(),
             unbound: &|p| {
                 format!(
                     "{{{{ inputs.{p} }}}} is not a declared input (add inputs.{p} = {{ type = ... }})"
@@ -222,7 +217,7 @@ impl DbTool {
         let key = cfg.key();
         let mut inputs = BTreeMap::new();
         for &var in variables {
-            let mut spec = cfg.inputs.get(var).cloned().unwrap_or(InputSpec {
+            let mut spec = cfg.db.inputs.get(var).cloned().unwrap_or(InputSpec {
                 ty: InputType::String,
                 description: None,
                 required: true,
@@ -238,7 +233,7 @@ impl DbTool {
             spec.required = true;
             inputs.insert(var.to_string(), spec);
         }
-        for (name, spec) in &cfg.inputs {
+        for (name, spec) in &cfg.db.inputs {
             if inputs.contains_key(name) {
                 continue;
             }
@@ -262,15 +257,8 @@ impl DbTool {
         let spec = Spec {
             label: format!("resource {key}"),
             name: key,
-            connector: cfg.connector.as_deref(),
-            statement: cfg
-                .statement
-                .as_deref()
-                .expect("DB resources have a statement"),
+            db: &cfg.db,
             inputs,
-            read_only: cfg.read_only,
-            max_rows: cfg.max_rows,
-            cache: cfg.cache.as_ref(),
             unbound: &unbound,
         };
         let mut db = DbTool::build(spec, connectors, env)?;
@@ -286,8 +274,14 @@ impl DbTool {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<DbTool> {
         let label = spec.label;
-        let use_ = spec
+        let db = spec.db;
+        let statement = db
+            .statement
+            .as_deref()
+            .expect("DB tools and resources have a statement");
+        let use_ = db
             .connector
+            .as_deref()
             .ok_or_else(|| anyhow::anyhow!("{label}: a statement needs `use = \"<connector>\"`"))?;
         let connector = connectors
             .by_name
@@ -298,7 +292,7 @@ impl DbTool {
             Ok(c) => c.style(),
             Err(_) => ParamStyle::Dollar,
         };
-        let compiled = template::compile(spec.statement, style, env);
+        let compiled = template::compile(statement, style, env);
         if let Err(TemplateError::Invalid(why)) = &compiled {
             anyhow::bail!("{label}: {why}");
         }
@@ -311,7 +305,7 @@ impl DbTool {
         {
             anyhow::bail!("{label}: {}", (spec.unbound)(unbound));
         }
-        let key_prefix = match (&compiled, spec.cache) {
+        let key_prefix = match (&compiled, &db.cache) {
             (Ok(c), Some(_)) => Some(KeyPrefix::new(spec.name, &c.sql)),
             _ => None,
         };
@@ -321,16 +315,16 @@ impl DbTool {
             inputs,
             statement: compiled,
             connector,
-            read_only: spec.read_only,
-            max_rows: spec.max_rows,
-            cache: spec.cache.map(|c| {
+            read_only: db.read_only,
+            max_rows: db.max_rows,
+            cache: db.cache.as_ref().map(|c| {
                 let cache = ResultCache::new(c.ttl, c.max_bytes, c.max_entry_bytes);
                 match &connectors.shared {
                     Some(_) => cache.with_shared_tier(),
                     None => cache,
                 }
             }),
-            shared: spec.cache.and(connectors.shared.clone()),
+            shared: db.cache.as_ref().and(connectors.shared.clone()),
             mime_type: "application/json".into(),
         })
     }
