@@ -1,9 +1,18 @@
 //! The catalog: every tool by name, built once at startup, with what runs it.
+//!
+//! This file holds the catalog's types and the order it is built in; what
+//! each backend adds is its own file's: `wasm_tools` (the components' tools,
+//! resources and prompts), `db_tools` and `db_resources` (the SQL
+//! statements of `[[tools]]` and `[[resources]]`), `upstreams` (the tools of
+//! upstream MCP servers). `db_stats` counts what the statements serve.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod db_resources;
+mod db_stats;
+mod db_tools;
 mod glob;
 mod invalidate;
 mod naming;
@@ -14,6 +23,7 @@ mod stages;
 mod upstreams;
 mod uri_template;
 mod validate;
+mod wasm_tools;
 
 pub use glob::glob_match;
 pub use offered::{
@@ -25,7 +35,7 @@ pub use uri_template::UriTemplate;
 pub use validate::ArgsValidator;
 
 use crate::call::{CallError, Principal};
-use crate::config::{CatalogMode, Config, Limits, ToolConfig};
+use crate::config::{CatalogMode, Config, Limits};
 use crate::db::{Connectors, DbTool};
 use crate::wasm::sched::Gate;
 use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
@@ -114,8 +124,17 @@ impl Catalog {
         upstream_tls: &rustls::ClientConfig,
         cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> anyhow::Result<Built> {
+        let loaded_names: HashSet<String> =
+            discovery.loaded.iter().map(|l| l.name.clone()).collect();
+        let mut problems = discovery.failures;
+        let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
         let mut catalog = Catalog {
-            cluster: cluster.clone(),
+            server_limiter: config
+                .server
+                .rate_limit
+                .map(|limit| Limiter::new(limit, "the server".to_string(), cluster.as_ref())),
+            cluster,
+            plugins: Arc::new(plugins),
             tasks: Arc::new(
                 (config.tools.iter())
                     .filter_map(|t| Some((t.name.clone(), t.task?)))
@@ -123,156 +142,21 @@ impl Catalog {
             ),
             ..Catalog::default()
         };
-        let cluster = cluster.as_ref();
         let mut offered = Offered::default();
-        let loaded_names: HashSet<String> =
-            discovery.loaded.iter().map(|l| l.name.clone()).collect();
-        let mut problems = discovery.failures;
-        let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
-        // Every plugin is asked at once: one whose `list-tools` hangs costs
-        // start-up its deadline, not the sum of everyone's.
-        let listings = futures::future::join_all(tool_plugins.into_iter().map(|(path, plugin)| {
-            let limits = config.limits_for(plugin.name(), "");
-            async move {
-                let defs = plugin.list_tools(&limits).await;
-                let offers = plugin.list_offers(&limits).await;
-                (path, plugin, limits, defs, offers)
-            }
-        }))
-        .await;
-        let server_limiter = config
-            .server
-            .rate_limit
-            .map(|limit| Limiter::new(limit, "the server".to_string(), cluster));
-        for (loaded_path, plugin, plugin_limits, defs, offers) in listings {
-            let plugin = Arc::new(plugin);
-            let plugin_limiter = config
-                .plugins
-                .get(plugin.name())
-                .and_then(|p| p.rate_limit)
-                .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name()), cluster));
-            match offers {
-                Ok(listing) => {
-                    let errors = offered.add_listing(config, &plugins, &plugin, listing);
-                    problems.extend(errors.into_iter().map(|error| LoadFailure {
-                        path: loaded_path.clone(),
-                        error,
-                    }));
-                }
-                Err(e) => problems.push(LoadFailure {
-                    path: loaded_path.clone(),
-                    error: format!("listing resources and prompts failed: {e}"),
-                }),
-            }
-            let plugin_gate = (plugin_limits.max_concurrent > 0).then(|| {
-                Arc::new(Gate::new(
-                    plugin_limits.max_concurrent,
-                    format!("plugin {}", plugin.name()),
-                ))
-            });
-            let defs = match defs {
-                Ok(defs) => defs,
-                Err(e) => {
-                    problems.push(LoadFailure {
-                        path: loaded_path.clone(),
-                        error: format!("list-tools failed: {e}"),
-                    });
-                    continue;
-                }
-            };
-            let plugin_config = config.plugins.get(plugin.name());
-            // A plain component's functions are named under the plugin's.
-            let prefix = plugin_config
-                .and_then(|p| p.prefix.clone())
-                .or_else(|| plugin.is_typed().then(|| format!("{}.", plugin.name())));
-            let selection = plugin_config.and_then(|p| p.tools.as_deref());
-            let (named, naming_problems) = naming::name_tools(defs, prefix.as_deref(), selection);
-            let export_problems = plugin.export_problems().iter().cloned();
-            problems.extend(
-                export_problems
-                    .chain(naming_problems)
-                    .map(|error| LoadFailure {
-                        path: loaded_path.clone(),
-                        error,
-                    }),
-            );
-            for naming::Named { guest_name, def } in named {
-                let def_name = def.name.clone();
-                let limits = config.limits_for(plugin.name(), &def.name);
-                let gate = match config.tool(&def.name).and_then(|t| t.limits.max_concurrent) {
-                    Some(0) => None,
-                    Some(max) => Some(Arc::new(Gate::new(max, format!("tool {}", def.name)))),
-                    None => plugin_gate.clone(),
-                };
-                let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
-                    Ok(stages) => stages,
-                    Err(error) => {
-                        problems.push(LoadFailure {
-                            path: loaded_path.clone(),
-                            error,
-                        });
-                        continue;
-                    }
-                };
-                let tool = CatalogTool {
-                    def,
-                    backend: Backend::Wasm {
-                        plugin: plugin.clone(),
-                        guest_name,
-                        gate,
-                    },
-                    limits,
-                    source: loaded_path.clone(),
-                    stages,
-                    rate: RateLimits::new([
-                        tool_limiter(config, &def_name, cluster),
-                        plugin_limiter.clone(),
-                        server_limiter.clone(),
-                    ]),
-                };
-                catalog.insert(tool)?;
-            }
-        }
+        catalog
+            .add_wasm_tools(config, tool_plugins, &mut offered, &mut problems)
+            .await?;
         let env = |var: &str| std::env::var(var).ok();
-        let connectors = Connectors::open(config, &env)?.shared_by(cluster.cloned());
+        let connectors = Connectors::open(config, &env)?.shared_by(catalog.cluster.clone());
         for (connector, error) in connectors.problems() {
             problems.push(LoadFailure {
                 path: PathBuf::from(format!("connectors.{connector}")),
                 error,
             });
         }
-        for cfg in config.tools.iter().filter(|t| t.db.statement.is_some()) {
-            let db = DbTool::new(cfg, &connectors, &env)?;
-            if let Some(error) = db.problem() {
-                problems.push(LoadFailure {
-                    path: PathBuf::from(format!("tools.{}", cfg.name)),
-                    error,
-                });
-            }
-            let tool = db_tool(cfg, db, config.limits);
-            let stages = plugins
-                .stages_for(config, &cfg.name, &tool.def.input_schema)
-                .map_err(|e| anyhow::anyhow!(e))?;
-            let rate = RateLimits::new([
-                tool_limiter(config, &cfg.name, cluster),
-                server_limiter.clone(),
-            ]);
-            catalog.insert(CatalogTool {
-                stages,
-                rate,
-                ..tool
-            })?;
-        }
-        for cfg in config.resources.iter().filter(|r| r.db.statement.is_some()) {
-            let problem = offered.add_db_resource(config, &plugins, cfg, &connectors, &env)?;
-            problems.extend(problem.map(|error| LoadFailure {
-                path: PathBuf::from(format!("resources.{}", cfg.key())),
-                error,
-            }));
-        }
+        catalog.add_db_tools(config, &connectors, &env, &mut problems)?;
+        offered.add_db_resources(config, &catalog.plugins, &connectors, &env, &mut problems)?;
         catalog.offered = Arc::new(offered);
-        catalog.plugins = Arc::new(plugins);
-        catalog.server_limiter = server_limiter;
         catalog
             .add_upstreams(config, upstream_tls, &mut problems)
             .await;
@@ -372,71 +256,6 @@ impl Catalog {
             .ok_or_else(|| CallError::not_found(name))
     }
 
-    /// Result-cache counters of the DB tools and resources that cache and
-    /// that a caller with `principal` may see, by tool name or resource URI
-    /// (template).
-    pub fn cache_stats<'a>(
-        &'a self,
-        principal: Option<&'a Principal>,
-    ) -> Vec<(&'a str, crate::db::CacheStats)> {
-        let tools = self.visible(principal).filter_map(|t| match &t.backend {
-            Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
-            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
-        });
-        let sql = |p: &Provider| match p {
-            Provider::Sql(db) => db.cache_stats(),
-            Provider::Wasm(_) => None,
-        };
-        let offered = &self.offered;
-        let resources = offered
-            .resources
-            .iter()
-            .filter(|r| r.access.visible(principal))
-            .filter_map(|r| Some((r.def.uri.as_str(), sql(&r.provider)?)));
-        let templates = offered
-            .templates
-            .iter()
-            .filter(|t| t.access.visible(principal))
-            .filter_map(|t| Some((t.def.uri_template.as_str(), sql(&t.provider)?)));
-        tools.chain(resources).chain(templates).collect()
-    }
-
-    /// Result-cache counters and DB pool use over every statement the
-    /// catalog serves, whoever may see it (for `/metrics`, which names none).
-    pub fn db_live(&self, live: &mut crate::metrics::Live) {
-        let tools = self.order.iter().filter_map(|t| match &t.backend {
-            Backend::Sql(db) => Some(db),
-            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
-        });
-        let sql = |p: &Provider| match p {
-            Provider::Sql(db) => Some(db.clone()),
-            Provider::Wasm(_) => None,
-        };
-        let offered = &self.offered;
-        let statements: Vec<_> = tools
-            .cloned()
-            .chain(offered.resources.iter().filter_map(|r| sql(&r.provider)))
-            .chain(offered.templates.iter().filter_map(|t| sql(&t.provider)))
-            .collect();
-        let mut connectors: Vec<&Arc<crate::db::Connector>> = Vec::new();
-        for db in &statements {
-            if let Some(stats) = db.cache_stats() {
-                live.cache_hits += stats.hits;
-                live.cache_misses += stats.misses;
-            }
-            if let Some(c) = db.connector()
-                && !connectors.iter().any(|seen| Arc::ptr_eq(seen, c))
-            {
-                connectors.push(c);
-            }
-        }
-        for c in connectors {
-            let (in_use, waiting) = c.pool_use();
-            live.db_in_use += in_use;
-            live.db_waiting += waiting;
-        }
-    }
-
     pub fn pinning(&self) -> crate::config::Pinning {
         self.pinning
     }
@@ -512,39 +331,4 @@ fn tool_limiter(
 ) -> Option<Arc<Limiter>> {
     let limit = config.tool(name).and_then(|t| t.rate_limit)?;
     Some(Limiter::new(limit, format!("tool {name}"), cluster))
-}
-
-/// The catalog entry of a DB tool: its schema comes from its declared inputs.
-fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
-    let stages = Stages::default();
-    let annotations = if cfg.db.read_only {
-        Annotations {
-            read_only_hint: Some(true),
-            ..Annotations::default()
-        }
-    } else {
-        Annotations {
-            read_only_hint: Some(false),
-            destructive_hint: Some(true),
-            ..Annotations::default()
-        }
-    };
-    CatalogTool {
-        def: ToolDef {
-            name: cfg.name.clone(),
-            title: cfg.title.clone(),
-            description: cfg
-                .description
-                .clone()
-                .unwrap_or_else(|| format!("Runs the SQL statement of {}", cfg.name)),
-            input_schema: db.input_schema(),
-            output_schema: Some(DbTool::output_schema()),
-            annotations: Some(annotations),
-        },
-        backend: Backend::Sql(Arc::new(db)),
-        limits,
-        source: PathBuf::from("hangar.toml"),
-        stages,
-        rate: RateLimits::default(),
-    }
 }

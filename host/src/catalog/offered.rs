@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::call::{CallError, CompletionRef, PromptDef, ResourceDef, TemplateDef};
-use crate::config::{Config, Limits, ResourceConfig};
-use crate::db::{Connectors, DbTool};
+use crate::config::{Config, Limits};
+use crate::db::DbTool;
 use crate::wasm::{Listing, ToolPlugin};
 
 use super::Stages;
@@ -173,81 +173,6 @@ impl Offered {
             errors.extend(added.err());
         }
         errors
-    }
-
-    /// Adds the DB resource (fixed `uri`) or template (`uri_template`) of a
-    /// `[[resources]]` entry with a statement. A mistake in the entry is an
-    /// error, as for a DB tool; what it cannot run without (a missing env
-    /// variable) is returned as a problem, and its reads fail naming it.
-    pub(super) fn add_db_resource(
-        &mut self,
-        config: &Config,
-        plugins: &Plugins,
-        cfg: &ResourceConfig,
-        connectors: &Connectors,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> anyhow::Result<Option<String>> {
-        let key = cfg.key();
-        let label = if key.is_empty() {
-            format!(
-                "[[resources]] entry {:?}",
-                cfg.name.as_deref().unwrap_or("")
-            )
-        } else {
-            format!("resource {key}")
-        };
-        cfg.check().map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
-        let matcher = match &cfg.uri_template {
-            Some(t) => Some(UriTemplate::parse(t).map_err(|e| anyhow::anyhow!("{label}: {e}"))?),
-            None => None,
-        };
-        let variables: Vec<&str> = matcher
-            .as_ref()
-            .map(|m| m.variables().collect())
-            .unwrap_or_default();
-        let db = DbTool::for_resource(cfg, &variables, connectors, env)?;
-        let problem = db.problem();
-        let access = plugins
-            .access(config, &label, cfg.auth.as_ref(), cfg.visible_to.as_ref())
-            .map_err(|e| anyhow::anyhow!(e))?;
-        let provider = Provider::Sql(Arc::new(db));
-        let limits = config.limits.overridden_by(&cfg.limits);
-        let name = cfg.name.clone().unwrap_or_else(|| key.to_string());
-        let mime_type = Some(
-            cfg.mime_type
-                .clone()
-                .unwrap_or_else(|| "application/json".into()),
-        );
-        let added = match matcher {
-            Some(matcher) => self.add_template(CatalogTemplate {
-                def: TemplateDef {
-                    uri_template: key.to_string(),
-                    name,
-                    title: cfg.title.clone(),
-                    description: cfg.description.clone(),
-                    mime_type,
-                },
-                matcher,
-                provider,
-                limits,
-                access,
-            }),
-            None => self.add_resource(CatalogResource {
-                def: ResourceDef {
-                    uri: key.to_string(),
-                    name,
-                    title: cfg.title.clone(),
-                    description: cfg.description.clone(),
-                    mime_type,
-                    size: None,
-                },
-                provider,
-                limits,
-                access,
-            }),
-        };
-        added.map_err(|e| anyhow::anyhow!(e))?;
-        Ok(problem)
     }
 
     pub fn add_resource(&mut self, r: CatalogResource) -> Result<(), String> {
