@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{DbTool, Rows, Served, cache};
+use super::cache;
+use super::outcome::Rows;
+use super::tool::{DbTool, Served};
 
 impl DbTool {
     /// A result another replica fetched, from the shared tier: one byte
