@@ -7,28 +7,35 @@
 //! → `catalog` → backends (`wasm`, `db`, `upstream`) → `call`.
 
 mod ask;
+mod cancel;
 mod changes;
 mod client;
 mod context;
 mod error;
+mod events;
 mod offered;
 pub mod pins;
+mod principal;
+mod request;
 mod result;
 mod tick;
 mod tool;
+mod usage;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
+pub use cancel::{CancelOnDrop, CancelToken};
 pub use changes::{Change, Forward, List, ResourceChanges};
 pub use client::client_key;
-pub use context::{
-    CallContext, CallEvent, CallUsage, CancelOnDrop, CancelToken, EventSink, LogLevel, Principal,
-    RequestInfo, Transport,
-};
+pub use context::CallContext;
 pub use error::{CallError, ErrorKind, Stage};
+pub use events::{CallEvent, EventSink, LogLevel};
 pub use offered::{
     CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
     PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
 };
+pub use principal::Principal;
+pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use tick::Tick;
 pub use tool::{Annotations, ToolDef};
+pub use usage::CallUsage;
