@@ -114,27 +114,19 @@ mod tests {
 
     #[test]
     fn a_tool_and_a_resource_read_the_same_db_keys() {
-        let c = Config::parse(
-            r#"
-            [[tools]]
-            name = "t"
+        let keys = r#"
             use = "main"
             statement = "SELECT {{ inputs.id }}"
             inputs.id = { type = "integer" }
             read_only = false
             max_rows = 5
             cache = { ttl = "2s", max_bytes = 10 }
-            [[resources]]
-            uri_template = "db://x/{id}"
-            use = "main"
-            statement = "SELECT {{ inputs.id }}"
-            inputs.id = { type = "integer" }
-            read_only = false
-            max_rows = 5
-            cache = { ttl = "2s", max_bytes = 10 }
-            "#,
-        )
-        .unwrap();
+        "#;
+        let text = format!(
+            "[[tools]]\nname = \"t\"\n{keys}\n[[resources]]\nuri_template = \"db://x/{{id}}\"\n{keys}"
+        );
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(c.resources[0].key(), "db://x/{id}");
         for db in [&c.tools[0].db, &c.resources[0].db] {
             assert_eq!(db.connector.as_deref(), Some("main"));
             assert_eq!(db.statement.as_deref(), Some("SELECT {{ inputs.id }}"));
