@@ -75,11 +75,7 @@ fn sources(root: &Path, module: &str) -> Vec<PathBuf> {
 /// `crate::x::…`, `crate::x;` and the groups of `use crate::{x::…, y};`,
 /// also across lines. Comments are left out.
 fn named_modules(text: &str) -> Vec<(String, usize)> {
-    let code: String = text
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = without_comments(text);
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut out = Vec::new();
     for (at, _) in code.match_indices("crate::") {
@@ -113,6 +109,43 @@ fn named_modules(text: &str) -> Vec<(String, usize)> {
             if !name.is_empty() {
                 out.push((name, line_of(at)));
             }
+        }
+    }
+    out
+}
+
+/// The text with every `//` comment cut off, lines kept.
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The lines where a file names the module `module` at any depth of a
+/// path: a path through it (`super::modern::x`, `modern::y`), or a `use`
+/// declaration that lists it (`use super::{modern, z};`). A field or a
+/// variable of that name is not a path. Comments are left out.
+fn names_module(text: &str, module: &str) -> Vec<usize> {
+    let code = without_comments(text);
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices(module) {
+        let before = code[..at].chars().next_back();
+        let after = &code[at + module.len()..];
+        if before.is_some_and(ident) || after.chars().next().is_some_and(ident) {
+            continue;
+        }
+        let through = after.trim_start().starts_with("::");
+        // Inside a `use` declaration: a `use` came after the last `;`.
+        let head = &code[..at];
+        let last_use = head
+            .rmatch_indices("use ")
+            .map(|(i, _)| i)
+            .find(|i| !head[..*i].chars().next_back().is_some_and(ident));
+        let in_use = last_use.is_some_and(|u| head.rfind(';').is_none_or(|semi| semi < u));
+        if through || in_use {
+            out.push(code[..at].matches('\n').count() + 1);
         }
     }
     out
@@ -165,4 +198,36 @@ fn the_reader_sees_groups_and_paths() {
     let text = "use crate::{config::Config, wasm::{self, kv}};\n// crate::db::x\nlet x = crate::files::read();\nuse crate::call;";
     let names: Vec<String> = named_modules(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["config", "wasm", "files", "call"]);
+}
+
+/// MCP's handlers are shared by both protocol revisions; what only the
+/// 2026-07-28 revision does lives in its front, `mcp/modern/`, which calls
+/// them through `Front` (`mcp/request.rs`). Only the router (`mcp/mod.rs`)
+/// and the front itself name `modern`.
+#[test]
+fn shared_mcp_handlers_name_no_front() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mcp = root.join("mcp");
+    let mut wrong = Vec::new();
+    for path in sources(&root, "mcp") {
+        if path == mcp.join("mod.rs") || path.starts_with(mcp.join("modern")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in names_module(&text, "modern") {
+            wrong.push(format!("{}:{line}: names modern", path.display()));
+        }
+    }
+    wrong.sort();
+    assert!(
+        wrong.is_empty(),
+        "shared MCP handlers that name the modern front:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_reader_sees_a_module_at_any_depth() {
+    let text = "use super::{jsonrpc, modern::meta};\n// super::modern::x\nlet m = req.modern;\nlet r = super::modern::result::complete(v);\nuse super::{x,\n  modern};\nlet modernity = 1;";
+    assert_eq!(names_module(text, "modern"), [1, 4, 6]);
 }

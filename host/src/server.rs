@@ -58,16 +58,21 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
             server.trace_ids,
             server.max_sessions.max(1),
             server.session_timeout,
-            server.request_state_key.as_deref(),
             hangar.loader.cluster().cloned(),
         )
-        .with_tasks(hangar.loader.kv(), hangar.loader.cluster().is_some())
         .with_caps(mcp::Caps::new(
             server.max_streams_per_client,
             server.max_sessions_per_client,
             server.max_subscriptions_per_session,
-            server.max_tasks_per_owner,
         )),
+    );
+    // The 2026-07-28 front's own: the key sealing input-required rounds,
+    // and the tasks.
+    let modern = mcp::Modern::new(
+        server.request_state_key.as_deref(),
+        hangar.loader.kv(),
+        hangar.loader.cluster().is_some(),
+        server.max_tasks_per_owner,
     );
     // `[oauth]`: bearer tokens at the door; refused tokens count against
     // the client's `auth_failures` allowance, as refused auth checks do.
@@ -105,7 +110,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         body_timeout: Some(server.body_timeout).filter(|t| !t.is_zero()),
     }));
     let mcp_routes = door(
-        mcp::router(mcp_state.clone())
+        mcp::router(mcp_state.clone(), modern)
             .layer(read_body)
             .merge(uploads),
         true,

@@ -2,7 +2,6 @@
 //! stream when the call reports progress or logs before its result.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
@@ -14,10 +13,8 @@ use tokio::task::JoinHandle;
 
 use super::asks::{AskGuard, Asks};
 use super::jsonrpc::{self, RpcError};
-use super::modern::rounds::Rounds;
-use super::modern::state::StateKey;
 use super::reply::{json_response, sse_frame};
-use super::request::Request;
+use super::request::{Request, Rounds};
 use super::session::InFlight;
 use super::state::McpState;
 use crate::config::ErrorStyle;
@@ -50,16 +47,15 @@ struct Running {
     session_id: Option<String>,
     /// The questions this call sent; forgotten when the stream ends.
     _asked: Vec<AskGuard>,
-    /// A 2026-07-28 request's input-required rounds; its result is sent in
-    /// the modern shape.
-    modern: Option<ModernCall>,
+    /// The front's input-required rounds (a 2026-07-28 request); its
+    /// result is sent in the front's shape.
+    rounds: Option<FrontCall>,
 }
 
-/// What a modern call keeps beside its run: the rounds, the key that seals
-/// their state, and how to stop a guest that asks without end.
-struct ModernCall {
-    rounds: Rounds,
-    key: Arc<StateKey>,
+/// What a call through a front with rounds keeps beside its run: the
+/// rounds, and how to stop a guest that asks without end.
+struct FrontCall {
+    rounds: Box<dyn Rounds>,
     cancel: CancelToken,
 }
 
@@ -76,9 +72,6 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     if !(args.is_object() || args.is_null()) {
         return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
-    if let Some(answer) = super::modern::task_calls::tools_call(st, &req, &name, &args).await {
-        return answer;
-    }
     let progress_token = req
         .params
         .get("_meta")
@@ -88,21 +81,18 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     let sse = req.accepts_sse();
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL);
     let mut cx = req.context(st);
-    let min_log = match &req.modern {
-        // A modern request opts in to logs in its own `_meta`.
-        Some(m) => m.meta.log_level,
+    let min_log = match req.front {
+        // A request through a front opts in to logs itself.
+        Some(front) => front.log_level(),
         None => req.session.as_ref().and_then(|s| s.log_level()),
     }
     .filter(|_| sse);
-    let rounds = match &req.modern {
+    let rounds = match req.front {
         None => None,
-        Some(m) => {
-            let bind = req.binding(&name, &args);
-            match Rounds::begin(&st.state_key, &m.meta, &req.params, bind) {
-                Ok(rounds) => Some(rounds),
-                Err(e) => return req.fail(&e),
-            }
-        }
+        Some(front) => match front.rounds(&req, &name, &args) {
+            Ok(rounds) => Some(rounds),
+            Err(e) => return req.fail(&e),
+        },
     };
     let askable = match (&req.session, sse) {
         // Every question reaches the rounds, which answer or keep it.
@@ -142,9 +132,8 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         asks: st.asks.clone(),
         session_id: req.session.as_ref().map(|s| s.id.clone()),
         _asked: Vec::new(),
-        modern: rounds.map(|rounds| ModernCall {
+        rounds: rounds.map(|rounds| FrontCall {
             rounds,
-            key: st.state_key.clone(),
             cancel: cx_cancel,
         }),
     };
@@ -180,19 +169,15 @@ fn outcome_body(
     id: &Value,
     trace_id: &str,
     errors: ErrorStyle,
-    modern: bool,
+    rounds: Option<&dyn Rounds>,
     joined: Result<CallOutcome, tokio::task::JoinError>,
 ) -> Option<Vec<u8>> {
-    let result_body = |result: &ToolResult| {
-        if modern {
+    let result_body = |result: &ToolResult| match rounds {
+        Some(rounds) => {
             let value = serde_json::to_value(result).expect("results serialize");
-            jsonrpc::result_body(
-                id,
-                &super::modern::result::complete(value, "tools/call", false),
-            )
-        } else {
-            jsonrpc::result_body(id, result)
+            jsonrpc::result_body(id, &rounds.result(value))
         }
+        None => jsonrpc::result_body(id, result),
     };
     match joined {
         Ok(Ok(result)) => Some(result_body(&result)),
@@ -224,11 +209,11 @@ fn insufficient_scope(id: &Value, e: &CallError, scope: &str) -> Response {
 
 impl Running {
     /// The frame of one event: a notification, or a request to the client
-    /// (registered so its answer finds its way back). `None` when a modern
-    /// call's rounds took the question.
+    /// (registered so its answer finds its way back). `None` when the
+    /// front's rounds took the question.
     fn message(&mut self, event: CallEvent) -> Option<Bytes> {
         let body = match event {
-            CallEvent::Ask(ask) => match &mut self.modern {
+            CallEvent::Ask(ask) => match &mut self.rounds {
                 Some(m) => {
                     if !m.rounds.ask(ask) {
                         m.cancel.cancel();
@@ -247,14 +232,15 @@ impl Running {
     }
 
     /// The status and body of the call's answer; `None` when it was
-    /// cancelled. A modern call whose guest asked questions without answers
-    /// gets the input-required round instead of its result.
+    /// cancelled. A call through a front with rounds whose guest asked
+    /// questions without answers gets the input-required round instead of
+    /// its result.
     fn finish(
         &self,
         joined: Result<CallOutcome, tokio::task::JoinError>,
     ) -> Option<(StatusCode, Vec<u8>)> {
-        if let Some(m) = &self.modern {
-            if let Some(round) = m.rounds.input_required(&m.key) {
+        if let Some(m) = &self.rounds {
+            if let Some(round) = m.rounds.input_required() {
                 return Some((StatusCode::OK, jsonrpc::result_body(&self.id, &round)));
             }
             let failed = match &joined {
@@ -269,7 +255,7 @@ impl Running {
             &self.id,
             &self.trace_id,
             self.errors,
-            self.modern.is_some(),
+            self.rounds.as_ref().map(|m| &*m.rounds),
             joined,
         )
         .map(|body| (StatusCode::OK, body))

@@ -32,22 +32,14 @@ pub struct Caps {
     pub(super) streams: Counter,
     pub(super) sessions: Counter,
     pub(super) max_subscriptions: usize,
-    /// Tasks one owner may have kept (see `modern::tasks`).
-    pub(super) max_tasks: u64,
 }
 
 impl Caps {
-    pub fn new(
-        max_streams: usize,
-        max_sessions: usize,
-        max_subscriptions: usize,
-        max_tasks: u64,
-    ) -> Caps {
+    pub fn new(max_streams: usize, max_sessions: usize, max_subscriptions: usize) -> Caps {
         Caps {
             streams: Counter::new("streams", max_streams),
             sessions: Counter::new("sessions", max_sessions),
             max_subscriptions: max_subscriptions.max(1),
-            max_tasks: max_tasks.max(1),
         }
     }
 }
@@ -59,7 +51,6 @@ impl Default for Caps {
             d.max_streams_per_client,
             d.max_sessions_per_client,
             d.max_subscriptions_per_session,
-            d.max_tasks_per_owner,
         )
     }
 }

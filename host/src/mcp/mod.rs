@@ -1,18 +1,27 @@
-//! MCP over Streamable HTTP at `/mcp` (protocol 2025-11-25, also 2025-06-18
-//! and 2025-03-26): JSON-RPC framing, sessions, SSE for calls that report
-//! progress or logs, and DNS-rebinding protection.
+//! MCP over Streamable HTTP at `/mcp`: one set of method handlers and two
+//! fronts that translate to and from them. The 2025 front (protocol
+//! 2025-11-25, also 2025-06-18 and 2025-03-26) is here: sessions,
+//! `initialize`, the session's GET SSE stream, questions to the client as
+//! server-to-client requests. The 2026-07-28 front is [`modern`]: stateless
+//! requests that carry `_meta`, input-required rounds, `server/discover`,
+//! `subscriptions/listen` and tasks. Both check DNS rebinding first.
+//!
+//! The shared handlers take a `Request` (`request.rs`); one that came
+//! through the modern front carries it as a `Front`, through which the
+//! handlers shape results and errors and ask questions in rounds. They
+//! name no front: only this router does (`host/src/layers.rs` checks it).
 //!
 //! With `[cluster]`, sessions are found on any replica (see
 //! [`session`]), and a `notifications/cancelled` or an answer to a
 //! server-to-client request that names a call running on another replica
 //! is published on the cluster's bus; the replica running it acts on it.
 //!
-//! Here: the `/mcp` routes (POST, GET, DELETE) and dispatch by method;
-//! `reply` holds the shapes of answers. `state` is what the handlers share, `request` one
+//! Here: the `/mcp` routes (POST, GET, DELETE), which front a POST speaks,
+//! and the 2025 front's dispatch by method; `reply` holds the shapes of
+//! answers. The shared handlers: `state` is what they share, `request` one
 //! request being answered, `lifecycle` initialize, notifications and
 //! `logging/setLevel`, `listing` `tools/list` and cursors, `calls`
-//! `tools/call`, `offers` resources, prompts and completion, `modern` the
-//! 2026-07-28 revision.
+//! `tools/call`, `offers` resources, prompts and completion.
 
 mod asks;
 mod calls;
@@ -36,7 +45,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, FromRef, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -44,6 +53,7 @@ use serde_json::{Value, json};
 
 pub use caps::Caps;
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
+pub use modern::Modern;
 pub use state::McpState;
 
 use guard::Refusal;
@@ -54,20 +64,40 @@ use reply::{SESSION_HEADER, json_response, reply, reply_error};
 use request::Request;
 pub use session::SessionReport;
 
-pub fn router(state: Arc<McpState>) -> Router {
+/// The `/mcp` routes over the handlers' shared state and the modern
+/// front's own.
+pub fn router(state: Arc<McpState>, modern: Modern) -> Router {
     Router::new()
         .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
-        .with_state(state)
+        .with_state(Fronts {
+            shared: state,
+            modern: Arc::new(modern),
+        })
+}
+
+/// What the router holds: the shared handlers' state, and what the modern
+/// front keeps, which it passes to that front alone.
+#[derive(Clone)]
+struct Fronts {
+    shared: Arc<McpState>,
+    modern: Arc<Modern>,
+}
+
+impl FromRef<Fronts> for Arc<McpState> {
+    fn from_ref(fronts: &Fronts) -> Arc<McpState> {
+        fronts.shared.clone()
+    }
 }
 
 /// One JSON-RPC message in, one JSON or SSE answer (or 202) out.
 async fn post_mcp(
-    State(st): State<Arc<McpState>>,
+    State(fronts): State<Fronts>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Option<axum::Extension<crate::pipeline::Principal>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let st = &*fronts.shared;
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
     }
@@ -86,7 +116,8 @@ async fn post_mcp(
     };
     if modern::era(&headers, params) == modern::Era::Modern {
         return Box::pin(modern::post(
-            &st,
+            st,
+            &fronts.modern,
             client,
             token.map(|t| t.0),
             &headers,
@@ -101,7 +132,7 @@ async fn post_mcp(
         && method == "initialize"
     {
         let owner = token.as_ref().map(|t| t.0.subject.clone());
-        return Box::pin(initialize(&st, id, params, owner, client)).await;
+        return Box::pin(initialize(st, id, params, owner, client)).await;
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,
@@ -131,7 +162,7 @@ async fn post_mcp(
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Notification { method, params } => {
-            Box::pin(notification(&st, session.as_deref(), &method, &params)).await;
+            Box::pin(notification(st, session.as_deref(), &method, &params)).await;
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Request { id, method, params } => {
@@ -142,7 +173,7 @@ async fn post_mcp(
                 headers: &headers,
                 client,
                 token: token.map(|t| t.0),
-                modern: None,
+                front: None,
             };
             // Every method but `tools/call` (whose pipeline runs boxed in a
             // task of its own) is boxed where it is awaited: inline, the
@@ -150,17 +181,17 @@ async fn post_mcp(
             // which axum boxes, and copies, for every request.
             match method.as_str() {
                 "ping" => reply(&request.id, &json!({})),
-                "tools/list" => Box::pin(tools_list(&st, &request)).await,
-                "tools/call" => calls::tools_call(&st, request).await,
-                "logging/setLevel" => Box::pin(set_level(&st, &request)).await,
-                "resources/list" => Box::pin(offers::resources_list(&st, &request)).await,
-                "resources/templates/list" => Box::pin(offers::templates_list(&st, &request)).await,
-                "resources/read" => Box::pin(offers::resources_read(&st, &request)).await,
-                "resources/subscribe" => Box::pin(offers::subscribe(&st, &request, true)).await,
-                "resources/unsubscribe" => Box::pin(offers::subscribe(&st, &request, false)).await,
-                "prompts/list" => Box::pin(offers::prompts_list(&st, &request)).await,
-                "prompts/get" => Box::pin(offers::prompts_get(&st, &request)).await,
-                "completion/complete" => Box::pin(offers::complete(&st, &request)).await,
+                "tools/list" => Box::pin(tools_list(st, &request)).await,
+                "tools/call" => calls::tools_call(st, request).await,
+                "logging/setLevel" => Box::pin(set_level(st, &request)).await,
+                "resources/list" => Box::pin(offers::resources_list(st, &request)).await,
+                "resources/templates/list" => Box::pin(offers::templates_list(st, &request)).await,
+                "resources/read" => Box::pin(offers::resources_read(st, &request)).await,
+                "resources/subscribe" => Box::pin(offers::subscribe(st, &request, true)).await,
+                "resources/unsubscribe" => Box::pin(offers::subscribe(st, &request, false)).await,
+                "prompts/list" => Box::pin(offers::prompts_list(st, &request)).await,
+                "prompts/get" => Box::pin(offers::prompts_get(st, &request)).await,
+                "completion/complete" => Box::pin(offers::complete(st, &request)).await,
                 _ => reply_error(
                     &request.id,
                     &RpcError::new(

@@ -9,9 +9,8 @@ use tokio::sync::mpsc;
 
 use super::jsonrpc::{self, RpcError};
 use super::listing::page;
-use super::modern::rounds::Rounds;
 use super::reply::{json_response, reply};
-use super::request::Request;
+use super::request::{Front, Request};
 use super::state::McpState;
 use crate::pipeline::{Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage};
 
@@ -143,8 +142,8 @@ pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
         Ok(a) => a,
         Err(e) => return req.fail(&e),
     };
-    if req.modern.is_some() {
-        return prompt_in_rounds(st, req, name, args).await;
+    if let Some(front) = req.front {
+        return prompt_in_rounds(st, req, front, name, args).await;
     }
     let mut cx = req.context(st);
     match st.pipeline.current().get_prompt(name, &args, &mut cx).await {
@@ -153,19 +152,16 @@ pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
     }
 }
 
-/// `prompts/get` for a 2026-07-28 request: the prompt's questions to the
-/// client become input-required rounds, as a tool call's do.
+/// `prompts/get` through a front (2026-07-28): the prompt's questions to
+/// the client become the front's input-required rounds, as a tool call's do.
 async fn prompt_in_rounds(
     st: &McpState,
     req: &Request<'_>,
+    front: &dyn Front,
     name: &str,
     args: Map<String, Value>,
 ) -> Response {
-    let Some(modern) = &req.modern else {
-        unreachable!("called for modern requests only")
-    };
-    let bind = req.binding(name, &Value::Object(args.clone()));
-    let mut rounds = match Rounds::begin(&st.state_key, &modern.meta, &req.params, bind) {
+    let mut rounds = match front.rounds(req, name, &Value::Object(args.clone())) {
         Ok(rounds) => rounds,
         Err(e) => return req.fail(&e),
     };
@@ -197,7 +193,7 @@ async fn prompt_in_rounds(
             joined = &mut task => break joined,
         }
     };
-    if let Some(round) = rounds.input_required(&st.state_key) {
+    if let Some(round) = rounds.input_required() {
         return reply(&req.id, &round);
     }
     match joined {

@@ -1,5 +1,7 @@
 //! `Request`: one JSON-RPC request being answered, with what came with it
-//! (session, headers, client, token), and the answers it can give.
+//! (session, headers, client, token, the front it came through), and the
+//! answers it can give. `Front` and `Rounds` are what a revision's front
+//! supplies to the shared handlers: they name no front.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,21 +9,57 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::jsonrpc::{self, RpcError};
-use super::modern::{meta::RequestMeta, result, state::digest};
+use super::jsonrpc::RpcError;
 use super::reply::{reply, reply_error};
 use super::session::Session;
 use super::state::McpState;
-use crate::pipeline::{CallContext, RequestInfo, Transport};
+use crate::pipeline::{Ask, CallContext, LogLevel, RequestInfo, Transport};
 
-/// A modern (2026-07-28) request: what its `_meta` said, and its method.
-pub(super) struct Modern {
-    pub(super) meta: RequestMeta,
-    pub(super) method: String,
-    /// The catalog answers per caller (see `Catalog::per_caller`).
-    pub(super) per_caller: bool,
+/// What a revision's front adds to the shared handlers: the shape of its
+/// results and errors, and its way to ask the client questions. A request
+/// of the 2025 revisions has none (plain results, questions sent on the
+/// call's SSE stream); the 2026-07-28 front (`mcp/modern/`) is one.
+pub(super) trait Front: Sync {
+    /// `result`, the answer to `req`, in this revision's shape.
+    fn result(&self, req: &Request<'_>, result: Value) -> Value;
+
+    /// The code this revision reports a handler's error `code` under.
+    fn error_code(&self, code: i64) -> i64;
+
+    /// The least level of the call's logs the client asked for, if any.
+    fn log_level(&self) -> Option<LogLevel>;
+
+    /// The rounds in which a run for `req` of `name` with `args` asks the
+    /// client its questions; an error for answers or a state that fail
+    /// their checks.
+    fn rounds(
+        &self,
+        req: &Request<'_>,
+        name: &str,
+        args: &Value,
+    ) -> Result<Box<dyn Rounds>, RpcError>;
+}
+
+/// A front's input-required rounds for one run (a tool call or
+/// `prompts/get`): the questions the guest asks are answered from what the
+/// client sent, or kept for it, and the run's result takes the front's shape.
+pub(super) trait Rounds: Send {
+    /// Answers a question of the running guest, or keeps it for the client.
+    /// False when the run has left too many questions unanswered and must stop.
+    fn ask(&mut self, ask: Ask) -> bool;
+
+    /// The result to answer with instead of the run's, when it left
+    /// questions unanswered.
+    fn input_required(&self) -> Option<Value>;
+
+    /// The error for a run that failed after the guest was refused a
+    /// capability the client did not declare.
+    fn missing_capability(&self) -> Option<RpcError>;
+
+    /// The run's own `result`, in the front's shape.
+    fn result(&self, result: Value) -> Value;
 }
 
 /// A request being answered.
@@ -33,70 +71,33 @@ pub(super) struct Request<'a> {
     pub(super) client: SocketAddr,
     /// The principal of the request's bearer token (`[oauth]`).
     pub(super) token: Option<crate::pipeline::Principal>,
-    /// Set for a 2026-07-28 request; `None` for the 2025 revisions.
-    pub(super) modern: Option<Modern>,
+    /// The front the request came through; `None` for the 2025 revisions.
+    pub(super) front: Option<&'a dyn Front>,
 }
 
 impl Request<'_> {
-    /// Answers with `result`, in the modern shape for a modern request.
+    /// Answers with `result`, in the front's shape.
     pub(super) fn reply<T: serde::Serialize>(&self, result: &T) -> Response {
-        match &self.modern {
+        match self.front {
             None => reply(&self.id, result),
-            Some(m) => {
+            Some(front) => {
                 let value = serde_json::to_value(result).expect("results serialize");
-                reply(
-                    &self.id,
-                    &result::complete(value, &m.method, self.private()),
-                )
+                reply(&self.id, &front.result(self, value))
             }
         }
     }
 
-    /// Answers with `error`. The modern revision reports an unknown
-    /// resource as invalid params (-32602), not -32002.
+    /// Answers with `error`, under the front's code for it.
     pub(super) fn fail(&self, error: &RpcError) -> Response {
-        if self.modern.is_some() && error.code == jsonrpc::RESOURCE_NOT_FOUND {
-            let mut error = error.clone();
-            error.code = jsonrpc::INVALID_PARAMS;
-            return reply_error(&self.id, &error);
+        if let Some(front) = self.front {
+            let code = front.error_code(error.code);
+            if code != error.code {
+                let mut error = error.clone();
+                error.code = code;
+                return reply_error(&self.id, &error);
+            }
         }
         reply_error(&self.id, error)
-    }
-
-    /// What a modern request's `requestState` is bound to: the method, what
-    /// it names, its arguments and the credentials sent, so a state cannot
-    /// be replayed on another request or by another caller.
-    pub(super) fn binding(&self, name: &str, args: &Value) -> String {
-        let credential = |h: &str| {
-            self.headers
-                .get(h)
-                .and_then(|v| v.to_str().ok())
-                .map_or(Value::Null, |v| json!(v))
-        };
-        let method = self.modern.as_ref().map_or("", |m| m.method.as_str());
-        let subject = self
-            .token
-            .as_ref()
-            .map_or(Value::Null, |t| json!(t.subject));
-        digest(&[
-            &json!(method),
-            &json!(name),
-            args,
-            &credential("authorization"),
-            &credential("x-api-key"),
-            &subject,
-        ])
-    }
-
-    /// Whether the answer may depend on who asked, so a shared cache must
-    /// not keep it: a principal (bearer token) shaped it, credentials were
-    /// sent, or the catalog answers per caller (an auth stage or
-    /// `visible_to` anywhere, or a server-wide auth check).
-    pub(super) fn private(&self) -> bool {
-        const CREDENTIALS: [&str; 3] = ["authorization", "x-api-key", "cookie"];
-        self.token.is_some()
-            || self.modern.as_ref().is_some_and(|m| m.per_caller)
-            || CREDENTIALS.iter().any(|h| self.headers.contains_key(*h))
     }
 
     /// A call context for this request: trace id, session, what the auth stage sees.

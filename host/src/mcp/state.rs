@@ -1,6 +1,7 @@
 //! `McpState`: what the `/mcp` handlers share — the pipeline in service,
-//! the sessions, the questions waiting for clients' answers, the tasks —
-//! and how it is built.
+//! the sessions, the questions waiting for clients' answers, the caps on
+//! what one client holds — and how it is built. What only one revision's
+//! front keeps (the 2026-07-28 front's tasks and round key) is its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,6 @@ use std::time::Duration;
 use super::asks::Asks;
 use super::caps::Caps;
 use super::guard::OriginPolicy;
-use super::modern::{state::StateKey, tasks::Tasks};
 use super::replicas;
 use super::session::{self, SessionReport, Sessions};
 use crate::cluster::Cluster;
@@ -26,21 +26,18 @@ pub struct McpState {
     pub(super) sessions: Sessions,
     /// Questions sent to clients, waiting for their answers.
     pub(super) asks: Asks,
-    /// Turns true at shutdown: `subscriptions/listen` streams end gracefully.
+    /// Turns true at shutdown: long-lived streams (`subscriptions/listen`)
+    /// end gracefully.
     pub(super) closing: tokio::sync::watch::Sender<bool>,
-    /// Seals the `requestState` of input-required rounds.
-    pub(super) state_key: Arc<StateKey>,
     /// The replicas' shared Redis (`[cluster]`).
     pub(super) cluster: Option<Arc<Cluster>>,
-    /// Tool calls running as tasks (protocol 2026-07-28's tasks extension).
-    pub(super) tasks: Arc<Tasks>,
     /// What one client may hold open: streams, sessions, subscriptions.
     pub(super) caps: Caps,
 }
 
 impl McpState {
     /// `max_sessions` live at once, each forgotten after `session_timeout`
-    /// unused; `state_key` seals input-required rounds (random when `None`).
+    /// unused.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         pipeline: Live,
@@ -50,7 +47,6 @@ impl McpState {
         trace_ids: bool,
         max_sessions: usize,
         session_timeout: Duration,
-        state_key: Option<&str>,
         cluster: Option<Arc<Cluster>>,
     ) -> McpState {
         let sessions =
@@ -77,31 +73,13 @@ impl McpState {
             asks,
             cluster,
             closing: tokio::sync::watch::Sender::new(false),
-            state_key: Arc::new(StateKey::new(state_key)),
-            tasks: Arc::new(Tasks::new(None)),
             caps: Caps::default(),
         }
     }
 
-    /// What one client may hold open (`[server] max_*_per_client`), and
-    /// the tasks one owner may keep. After [`McpState::with_tasks`].
+    /// What one client may hold open (`[server] max_*_per_client`).
     pub fn with_caps(mut self, caps: Caps) -> McpState {
-        if let Some(tasks) = Arc::get_mut(&mut self.tasks) {
-            tasks.keep_per_owner(caps.max_tasks);
-        }
         self.caps = caps;
-        self
-    }
-
-    /// Keeps tasks in `store` (the kv store); without one no call becomes a
-    /// task. `shared`: other replicas use the same store (`[cluster]`).
-    pub fn with_tasks(mut self, store: Option<Arc<crate::kv::KvStore>>, shared: bool) -> McpState {
-        let tasks = Tasks::new(store);
-        self.tasks = Arc::new(if shared {
-            tasks.shared_by_replicas()
-        } else {
-            tasks
-        });
         self
     }
 

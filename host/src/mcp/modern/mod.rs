@@ -1,27 +1,35 @@
-//! MCP 2026-07-28, the "modern" revision, beside the 2025 revisions on the
-//! same `/mcp` endpoint. A modern request carries its protocol version and
-//! the client's capabilities in `params._meta` and in headers; there is no
-//! session and no `initialize`. Here only the module declarations: `admit`
-//! decides which revision a POST speaks and checks a modern request's
-//! `_meta` and headers before anything runs, `result` turns answers into
-//! modern results (`resultType`, the server's identity, caching hints),
-//! `codes` holds the revision's error codes, `post` dispatches, `rounds`
-//! the input-required rounds, `listen` `subscriptions/listen`, `tasks` /
-//! `task_calls` / `task_input` / `waiting` the tasks extension.
+//! MCP 2026-07-28, the "modern" revision: the front that translates it to
+//! and from the handlers the 2025 revisions share, on the same `/mcp`
+//! endpoint. A modern request carries its protocol version and the
+//! client's capabilities in `params._meta` and in headers; there is no
+//! session and no `initialize`. The shared handlers name nothing here:
+//! they call this front through `Front` and `Rounds` (`mcp/request.rs`).
+//!
+//! Here only the module declarations: `admit` decides which revision a
+//! POST speaks and checks a modern request's `_meta` and headers before
+//! anything runs, `post` dispatches, `front` is the front itself (its
+//! state, [`Modern`], and one admitted request), `result` turns answers
+//! into modern results (`resultType`, the server's identity, caching
+//! hints), `codes` holds the revision's error codes, `rounds` / `state`
+//! the input-required rounds and their sealed `requestState`, `listen`
+//! `subscriptions/listen`, `tasks` / `task_calls` / `task_input` /
+//! `waiting` the tasks extension.
 
 mod admit;
-pub(in crate::mcp) mod codes;
+mod codes;
+mod front;
 mod headers;
 mod listen;
-pub(in crate::mcp) mod meta;
+mod meta;
 mod post;
-pub(in crate::mcp) mod result;
-pub(in crate::mcp) mod rounds;
-pub(in crate::mcp) mod state;
-pub(in crate::mcp) mod task_calls;
+mod result;
+mod rounds;
+mod state;
+mod task_calls;
 mod task_input;
-pub(in crate::mcp) mod tasks;
+mod tasks;
 mod waiting;
 
 pub use admit::{Era, era};
+pub use front::Modern;
 pub(super) use post::post;

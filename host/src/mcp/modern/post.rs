@@ -1,5 +1,7 @@
 //! Dispatching one modern POST: admitted, then handed to the same handlers
-//! the 2025 revisions use, with no session.
+//! the 2025 revisions use, with no session, through this front
+//! ([`ModernRequest`]); what only this revision has (`server/discover`,
+//! tasks, `subscriptions/listen`) is answered here.
 
 use std::net::SocketAddr;
 
@@ -8,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::admit::{admit, all_versions};
+use super::front::{Modern, ModernRequest};
 use super::listen::{Filter, open as listen};
 use super::task_calls::{self, missing_extension, owner};
 use super::tasks::EXTENSION;
@@ -15,7 +18,7 @@ use crate::mcp::jsonrpc::{self, Incoming, RpcError};
 use crate::mcp::lifecycle::capabilities;
 use crate::mcp::listing::tools_list;
 use crate::mcp::reply::json_response;
-use crate::mcp::request::{Modern, Request};
+use crate::mcp::request::Request;
 use crate::mcp::state::McpState;
 use crate::mcp::{calls, caps, offers};
 
@@ -23,6 +26,7 @@ use crate::mcp::{calls, caps, offers};
 /// no session. Each request stands alone; answers are modern results.
 pub(in crate::mcp) async fn post(
     st: &McpState,
+    modern: &Modern,
     client: SocketAddr,
     token: Option<crate::pipeline::Principal>,
     headers: &HeaderMap,
@@ -46,6 +50,12 @@ pub(in crate::mcp) async fn post(
             return json_response(refused.status, jsonrpc::error_body(&id, &refused.error));
         }
     };
+    let front = ModernRequest {
+        meta,
+        method: method.clone(),
+        per_caller: st.pipeline.current().catalog().per_caller(),
+        modern,
+    };
     let request = Request {
         id,
         params,
@@ -53,16 +63,17 @@ pub(in crate::mcp) async fn post(
         headers,
         client,
         token,
-        modern: Some(Modern {
-            meta,
-            method: method.clone(),
-            per_caller: st.pipeline.current().catalog().per_caller(),
-        }),
+        front: Some(&front),
     };
+    let meta = &front.meta;
     match method.as_str() {
-        "server/discover" => discover(st, &request),
+        "server/discover" => discover(st, modern, &request),
         "tools/list" => tools_list(st, &request).await,
-        "tools/call" => calls::tools_call(st, request).await,
+        // A tool that runs as a task is answered by the tasks extension.
+        "tools/call" => match task_calls::tools_call(st, modern, meta, &request).await {
+            Some(answer) => answer,
+            None => calls::tools_call(st, request).await,
+        },
         "resources/list" => offers::resources_list(st, &request).await,
         "resources/templates/list" => offers::templates_list(st, &request).await,
         "resources/read" => offers::resources_read(st, &request).await,
@@ -70,14 +81,10 @@ pub(in crate::mcp) async fn post(
         "prompts/get" => offers::prompts_get(st, &request).await,
         "completion/complete" => offers::complete(st, &request).await,
         "tasks/get" | "tasks/cancel" | "tasks/update" => {
-            task_calls::handle(st, &request, &method).await
+            task_calls::handle(st, modern, meta, &request, &method).await
         }
         "subscriptions/listen" => match Filter::parse(&request.params) {
-            Ok(filter)
-                if filter.wants_tasks()
-                    && !(request.modern.as_ref())
-                        .is_some_and(|m| m.meta.declares_extension(EXTENSION)) =>
-            {
+            Ok(filter) if filter.wants_tasks() && !meta.declares_extension(EXTENSION) => {
                 missing_extension(&request, "task notifications need it")
             }
             Ok(filter) if filter.watched() > st.caps.max_subscriptions => {
@@ -121,12 +128,12 @@ pub(in crate::mcp) async fn post(
 }
 
 /// `server/discover`: the revisions spoken, what is offered, who answers.
-fn discover(st: &McpState, req: &Request<'_>) -> Response {
+fn discover(st: &McpState, modern: &Modern, req: &Request<'_>) -> Response {
     let mut caps = capabilities(st);
     // Logging is opted into per request in this revision.
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
-        if st.tasks.available() {
+        if modern.tasks.available() {
             caps.insert("extensions".into(), json!({ EXTENSION: {} }));
         }
     }

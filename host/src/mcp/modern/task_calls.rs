@@ -2,14 +2,18 @@
 //! as a task (`CreateTaskResult`), and `tasks/get`, `tasks/cancel`,
 //! `tasks/update`. The records themselves are kept by [`super::tasks`].
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::codes::MISSING_CAPABILITY;
+use super::front::Modern;
+use super::meta::RequestMeta;
 use super::result::server_info;
 use super::state::digest;
-use super::tasks::{EXTENSION, POLL_INTERVAL_MS, Record, Status, TAG_LEN, TTL_MS, now};
+use super::tasks::{EXTENSION, POLL_INTERVAL_MS, Record, Status, TAG_LEN, TTL_MS, Tasks, now};
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::reply::{json_response, reply};
 use crate::mcp::request::Request;
@@ -36,7 +40,7 @@ async fn quota_tag(st: &McpState, req: &Request<'_>, name: &str) -> String {
 }
 
 /// -32021 (HTTP 400) naming the tasks extension.
-pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
+pub(super) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
     let error = RpcError {
         code: MISSING_CAPABILITY,
         message: format!("Missing required client capability: extension {EXTENSION} ({why})"),
@@ -49,7 +53,7 @@ pub(in crate::mcp) fn missing_extension(req: &Request<'_>, why: &str) -> Respons
 }
 
 /// Digest of the credentials a request carries: who owns a task.
-pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
+pub(super) fn owner(req: &Request<'_>) -> String {
     let credential = |h: &str| {
         req.headers
             .get(h)
@@ -65,18 +69,23 @@ pub(in crate::mcp) fn owner(req: &Request<'_>) -> String {
     ])
 }
 
-/// Whether a modern `tools/call` of `name` is answered here: as a task
-/// (the tool runs as one and the client declared the extension), or with
-/// -32021 (the tool requires one and the client did not). `None`: a plain call.
-pub(in crate::mcp) async fn tools_call(
+/// Whether a modern `tools/call` is answered here: as a task (the tool
+/// runs as one and the client declared the extension), or with -32021 (the
+/// tool requires one and the client did not). `None`: a plain call, or a
+/// request whose tool name or arguments the plain call refuses.
+pub(super) async fn tools_call(
     st: &McpState,
+    modern: &Modern,
+    meta: &RequestMeta,
     req: &Request<'_>,
-    name: &str,
-    args: &Value,
 ) -> Option<Response> {
-    let meta = &req.modern.as_ref()?.meta;
+    let name = req.params.get("name").and_then(Value::as_str)?;
+    let args = req.params.get("arguments").cloned().unwrap_or(Value::Null);
+    if !(args.is_object() || args.is_null()) {
+        return None;
+    }
     let support = st.pipeline.current().catalog().task_support(name)?;
-    if !st.tasks.available() {
+    if !modern.tasks.available() {
         return None;
     }
     if !meta.declares_extension(EXTENSION) {
@@ -88,11 +97,18 @@ pub(in crate::mcp) async fn tools_call(
             )),
         };
     }
-    Some(create(st, req, name, args.clone()).await)
+    Some(create(st, &modern.tasks, meta, req, name, args).await)
 }
 
 /// Stores a new task, starts the call, and answers `CreateTaskResult`.
-async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Response {
+async fn create(
+    st: &McpState,
+    tasks: &Arc<Tasks>,
+    meta: &RequestMeta,
+    req: &Request<'_>,
+    name: &str,
+    args: Value,
+) -> Response {
     let at = now();
     let tag = quota_tag(st, req, name).await;
     let record = Record {
@@ -107,10 +123,10 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
         error: None,
         input_requests: None,
         owner: owner(req),
-        boot: st.tasks.boot.clone(),
+        boot: tasks.boot.clone(),
     };
     // Durable before the client hears of it: `tasks/get` answers at once.
-    if let Err(e) = st.tasks.put(&record).await {
+    if let Err(e) = tasks.put(&record).await {
         return req.fail(&e);
     }
     let mut cx = req.context(st);
@@ -118,7 +134,6 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
     // Questions to the client park the task (`input_required`) until
     // `tasks/update` answers them; other events have no reader.
     let (tx, asks) = tokio::sync::mpsc::channel(16);
-    let meta = &req.modern.as_ref().expect("tasks are modern").meta;
     cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
         elicitation: meta.declares("elicitation"),
         sampling: meta.declares("sampling"),
@@ -126,17 +141,17 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
     });
     let changes = st.pipeline.current().changes().clone();
     tokio::spawn(super::task_input::park_questions(
-        st.tasks.clone(),
+        tasks.clone(),
         id.clone(),
         asks,
         changes,
     ));
-    st.tasks
+    tasks
         .running
         .lock()
         .unwrap()
         .insert(id.clone(), cx.cancel.clone());
-    let (pipeline, tasks, errors) = (st.pipeline.current(), st.tasks.clone(), st.errors);
+    let (pipeline, tasks, errors) = (st.pipeline.current(), tasks.clone(), st.errors);
     let tool = name.to_string();
     tokio::spawn(async move {
         let outcome = pipeline.call(&tool, args, &mut cx).await;
@@ -150,11 +165,15 @@ async fn create(st: &McpState, req: &Request<'_>, name: &str, args: Value) -> Re
 }
 
 /// `tasks/get`, `tasks/cancel` and `tasks/update`.
-pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &str) -> Response {
-    let Some(modern) = &req.modern else {
-        unreachable!("tasks are served to modern requests only")
-    };
-    if !modern.meta.declares_extension(EXTENSION) {
+pub(super) async fn handle(
+    st: &McpState,
+    modern: &Modern,
+    meta: &RequestMeta,
+    req: &Request<'_>,
+    method: &str,
+) -> Response {
+    let tasks = &modern.tasks;
+    if !meta.declares_extension(EXTENSION) {
         return missing_extension(req, &format!("{method} needs it"));
     }
     let Some(id) = req.params.get("taskId").and_then(Value::as_str) else {
@@ -163,7 +182,7 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
         )));
     };
     let owner = owner(req);
-    let record = match st.tasks.owned(id, &owner).await {
+    let record = match tasks.owned(id, &owner).await {
         Ok(r) => r,
         Err(e) => return req.fail(&e),
     };
@@ -171,18 +190,18 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
         "tasks/get" => req.reply(&record.wire()),
         "tasks/cancel" => {
             if !record.status.terminal() {
-                if let Some(cancel) = st.tasks.running.lock().unwrap().get(id) {
+                if let Some(cancel) = tasks.running.lock().unwrap().get(id) {
                     cancel.cancel();
                 }
-                st.tasks.waiting.forget(id);
-                let _writing = st.tasks.writing.lock().await;
+                tasks.waiting.forget(id);
+                let _writing = tasks.writing.lock().await;
                 // Read again under the lock: the run may have ended meanwhile.
-                if let Ok(Some(mut now)) = st.tasks.load(id).await
+                if let Ok(Some(mut now)) = tasks.load(id).await
                     && !now.status.terminal()
                 {
                     now.input_requests = None;
                     now.set(Status::Cancelled, Some("cancelled by the client".into()));
-                    if let Err(e) = st.tasks.put(&now).await {
+                    if let Err(e) = tasks.put(&now).await {
                         return req.fail(&e);
                     }
                     let changes = st.pipeline.current().changes().clone();
@@ -196,7 +215,7 @@ pub(in crate::mcp) async fn handle(st: &McpState, req: &Request<'_>, method: &st
             None => req.reply(&json!({})),
             Some(Value::Object(answers)) => {
                 let changes = st.pipeline.current().changes().clone();
-                match super::task_input::answer(&st.tasks, id, answers, &changes).await {
+                match super::task_input::answer(tasks, id, answers, &changes).await {
                     Ok(()) => req.reply(&json!({})),
                     Err(e) => req.fail(&e),
                 }
