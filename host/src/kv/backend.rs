@@ -6,7 +6,7 @@
 use futures::future::BoxFuture;
 
 /// Why a kv operation failed. The same cases as the WIT `kv-error`, which
-/// `crate::wasm::kv` converts it to for a guest; defined here so the store
+/// `crate::wasm::capability::kv` converts it to for a guest; defined here so the store
 /// names nothing of the guest runtime.
 #[derive(Clone)]
 pub enum KvError {

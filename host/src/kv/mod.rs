@@ -1,5 +1,5 @@
 //! The host's key-value store: one per server, shared by every plugin
-//! (the `hangar:plugin/kv` guest capability, `crate::wasm::kv`) and by the
+//! (the `hangar:plugin/kv` guest capability, `crate::wasm::capability::kv`) and by the
 //! host itself (MCP task records, in namespaces no guest reaches).
 //!
 //! `[kv]` (`crate::config::KvConfig`) is checked and the backend opened once

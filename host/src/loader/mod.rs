@@ -10,10 +10,11 @@ use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::registry::{Ask, Resolution};
+use crate::wasm::capability::{LoadSetup, Loads, Problems};
 use crate::wasm::engine::EngineOptions;
 use crate::wasm::sched::SchedOptions;
 use crate::wasm::{self, Discovery, LoadFailure, Runtime};
-use metas::plugin_metas;
+use metas::{plugin_metas, unconfigured};
 pub use report::{LoadReport, LoadedEntry};
 
 /// What a reload reuses instead of rebuilding: the wasm runtime (engine,
@@ -156,22 +157,23 @@ impl Loader {
         config: &Config,
         resolution: &Resolution,
     ) -> anyhow::Result<(Discovery, Vec<LoadFailure>)> {
-        let (metas, mut meta_problems) = plugin_metas(config, &self.client);
+        let mut problems = Problems::default();
+        let loads = Loads::new(
+            &LoadSetup {
+                config,
+                client: &self.client,
+                kv: self.kv.as_ref(),
+                changes: &self.changes,
+            },
+            &mut problems,
+        );
+        let (metas, mut meta_problems) = plugin_metas(config, &loads, problems);
         meta_problems.extend(self.kv_problems.iter().cloned());
-        let meta = |name: &str| wasm::PluginMeta {
-            kv: self.kv.clone(),
-            changes: self.changes.clone(),
-            ..metas
+        let meta = |name: &str| {
+            metas
                 .get(name)
                 .cloned()
-                .unwrap_or_else(|| wasm::PluginMeta {
-                    name: name.into(),
-                    http: Arc::new(wasm::http::HttpAccess {
-                        client: self.client.clone(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
+                .unwrap_or_else(|| unconfigured(name, &loads))
         };
         let named: Vec<_> = resolution
             .resolved

@@ -13,7 +13,7 @@ pub struct LoadedEntry {
     pub name: String,
     pub world: wasm::World,
     pub origin: wasm::Origin,
-    /// Its capability imports ([`wasm::CAPABILITY_IMPORTS`]), with versions.
+    /// Its capability imports (`wasm::capability::imports`), with versions.
     pub capability_imports: Vec<String>,
 }
 
@@ -24,53 +24,7 @@ impl LoadedEntry {
     /// requests are refused); kv and config need no grant. Config values are
     /// never shown, only their keys.
     pub fn capability_lines(&self, plugin: Option<&config::PluginConfig>) -> Vec<String> {
-        let imports = &self.capability_imports;
-        let import = |interface| wasm::find_import(imports, interface);
-        let listed = |items: &[String]| Some(items.join(", ")).filter(|s| !s.is_empty());
-        let grants = plugin.map(|p| &p.grants);
-        let mut lines = Vec::new();
-        for (interface, what, granted) in [
-            (
-                wasm::HTTP_IMPORT,
-                "http",
-                grants.and_then(|g| listed(&g.http)),
-            ),
-            (
-                wasm::CREDENTIALS_IMPORT,
-                "credentials",
-                grants.and_then(|g| listed(&g.credentials)),
-            ),
-        ] {
-            match (import(interface), granted) {
-                (Some(name), granted) => lines.push(format!(
-                    "imports {name}; grants {what}: {}",
-                    granted
-                        .as_deref()
-                        .unwrap_or("none (its requests will be refused)")
-                )),
-                (None, Some(granted)) => lines.push(format!(
-                    "grants {what}: {granted} (the component imports no {interface})"
-                )),
-                (None, None) => {}
-            }
-        }
-        if let Some(name) = import("hangar:plugin/kv") {
-            lines.push(format!(
-                "imports {name} (its own namespace; no grant needed)"
-            ));
-        }
-        let keys = plugin.and_then(|p| listed(&p.config.keys().cloned().collect::<Vec<_>>()));
-        match (import("hangar:plugin/config"), keys) {
-            (Some(name), keys) => lines.push(format!(
-                "imports {name}; config keys: {}",
-                keys.as_deref().unwrap_or("none")
-            )),
-            (None, Some(keys)) => lines.push(format!(
-                "config keys: {keys} (the component imports no hangar:plugin/config)"
-            )),
-            (None, None) => {}
-        }
-        lines
+        wasm::capability::check_lines(&self.capability_imports, plugin)
     }
 }
 

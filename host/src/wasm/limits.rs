@@ -30,9 +30,10 @@ pub fn arm(
         .set_fuel(limits.fuel)
         .expect("fuel is enabled on the engine");
     store.limiter(|s| &mut s.memory);
+    // Set when the store's state was readied for this call, a moment ago
+    // (`GuestState::new` / `reset_for_call`), so its capabilities know it too.
+    let deadline = store.data().deadline;
     let started = Instant::now();
-    let deadline = started + limits.deadline;
-    store.data_mut().deadline = deadline;
     let turn = store.data().turn.clone();
     let (sched, cancel) = (sched.clone(), cancel.clone());
     store.set_epoch_deadline(1);
@@ -156,14 +157,13 @@ pub fn log_stderr(store: &Store<GuestState>) {
     let (text, dropped) = state.stderr.contents();
     let plugin = &state.plugin;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        plugin.log.line(
-            &plugin.name,
+        state.caps.log.line(
             crate::call::LogLevel::Warning,
             &format!("guest stderr: {line}"),
         );
     }
     if dropped > 0 {
-        tracing::warn!(plugin = %plugin.name, "guest stderr: {dropped} bytes dropped (the last {} KiB are kept)", super::stderr::CAPTURE >> 10);
+        tracing::warn!(plugin = %plugin, "guest stderr: {dropped} bytes dropped (the last {} KiB are kept)", super::stderr::CAPTURE >> 10);
     }
 }
 

@@ -4,13 +4,9 @@
 mod auth;
 mod bindings;
 mod cache;
-mod client;
-pub mod credentials;
+pub mod capability;
 pub mod engine;
 mod guest;
-mod guest_log;
-pub mod http;
-pub mod kv;
 mod limits;
 mod mapper;
 mod offered;
@@ -23,7 +19,6 @@ mod teardown;
 mod tool;
 pub mod typed;
 mod warm;
-mod write_cap;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,12 +28,13 @@ use wasmtime::component::{Component, Linker};
 
 pub use auth::AuthPlugin;
 pub use cache::Origin;
-pub use guest::{PluginMeta, Preopens};
+pub use capability::files::{Preopens, WriteCap};
+pub use capability::http;
+pub use guest::PluginMeta;
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
 pub use teardown::on_park;
 pub use tool::ToolPlugin;
-pub use write_cap::WriteCap;
 
 use cache::CompiledCache;
 use engine::{EngineOptions, EpochTicker};
@@ -75,30 +71,9 @@ pub struct LoadedPlugin {
     pub by_convention: bool,
     pub origin: Origin,
     pub kind: PluginKind,
-    /// The component's capability imports ([`CAPABILITY_IMPORTS`]), as it
-    /// names them (with their version).
+    /// The component's capability imports (`capability::imports`: those
+    /// `hangar check` lists), as it names them (with their version).
     pub capability_imports: Vec<String>,
-}
-
-/// The imports by which a guest reaches past its own instance, which
-/// `hangar check` prints with what the operator granted: outbound HTTP and
-/// credentials work only under a grant; kv (the plugin's own namespace) and
-/// config (its `[plugins.X] config` table) need none.
-pub const CAPABILITY_IMPORTS: [&str; 4] = [
-    HTTP_IMPORT,
-    CREDENTIALS_IMPORT,
-    "hangar:plugin/kv",
-    "hangar:plugin/config",
-];
-pub const HTTP_IMPORT: &str = "wasi:http/outgoing-handler";
-pub const CREDENTIALS_IMPORT: &str = "hangar:plugin/credentials";
-
-/// The import in `imports` of `interface` (`package/interface`, any version).
-pub fn find_import<'a>(imports: &'a [String], interface: &str) -> Option<&'a str> {
-    imports
-        .iter()
-        .map(String::as_str)
-        .find(|name| name.split('@').next() == Some(interface))
 }
 
 /// A loaded plugin of one of the three worlds.
@@ -273,9 +248,10 @@ impl Runtime {
             .imports(&self.engine)
             .map(|(n, _)| n.to_string())
             .collect();
-        let capability_imports = CAPABILITY_IMPORTS
-            .iter()
-            .filter_map(|interface| find_import(&imports, interface).map(str::to_string))
+        let capability_imports = capability::imports()
+            .filter_map(|interface| {
+                capability::find_import(&imports, interface).map(str::to_string)
+            })
             .collect();
         Ok(LoadedPlugin {
             path: path.to_path_buf(),

@@ -1,15 +1,13 @@
 //! Linking a component against the host imports, and a fresh `Store` of
 //! [`GuestState`] for each call, armed with its limits. Above `guest.rs`,
-//! `limits.rs` and the files serving one import each, which it wires in.
+//! `limits.rs` and `capability/`, which it wires in.
 
 use std::sync::Arc;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 
-use super::bindings::tool::hangar::plugin::host;
-use super::bindings::tool::hangar::plugin::{client, config, credentials, kv};
-use super::guest::{GuestState, PluginMeta, Preopens};
-use super::kv::KvCall;
+use super::capability::files::Preopens;
+use super::guest::{GuestState, PluginMeta};
 use super::sched::Scheduler;
 use crate::call::EventSink;
 
@@ -23,26 +21,10 @@ pub fn instance_pre(
         .map_err(|e| anyhow::anyhow!("cannot link: {e:?}"))
 }
 
-/// Adds WASI p2, `wasi:http` and the `hangar:plugin/host`, `config`,
-/// `credentials`, `kv` and `client` imports to a linker.
+/// Adds every capability's imports (`capability::link`: WASI p2,
+/// `wasi:http`, and the `hangar:plugin` ones) to a linker.
 pub fn link(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    // File writes under the call's cap (calls without a writable folder
-    // pass straight through).
-    super::write_cap::shadow::shadow_writers(linker).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    // Linked for every plugin; a request goes out only under a grant.
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    config::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    credentials::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    link_kv(linker)?;
-    client::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    Ok(())
+    super::capability::link::<GuestState>(linker)
 }
 
 /// A fresh store for one call of `plugin`, armed with `limits`.
@@ -55,7 +37,7 @@ pub fn store(
     trace_id: Option<&str>,
     sched: &Arc<Scheduler>,
 ) -> wasmtime::Store<GuestState> {
-    let state = GuestState::new(plugin.clone(), limits, events, trace_id);
+    let state = GuestState::new(plugin, limits, events, trace_id);
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     store
@@ -73,15 +55,8 @@ pub fn store_with(
     sched: &Arc<Scheduler>,
     preopens: &Preopens,
 ) -> anyhow::Result<wasmtime::Store<GuestState>> {
-    let state = GuestState::with_preopens(plugin.clone(), limits, events, trace_id, preopens)?;
+    let state = GuestState::with_preopens(plugin, limits, events, trace_id, preopens)?;
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     Ok(store)
-}
-
-/// Adds the `hangar:plugin/kv` import to a linker; each call serves it from
-/// its `GuestState`'s [`KvCall`].
-fn link_kv(linker: &mut Linker<GuestState>) -> anyhow::Result<()> {
-    kv::add_to_linker::<GuestState, HasSelf<KvCall>>(linker, |s| &mut s.kv)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))
 }

@@ -14,7 +14,8 @@ use wasmtime::component::{Component, InstancePre, Linker, Val};
 
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolIndices};
-use super::guest::{GuestState, PluginMeta, Preopens};
+use super::capability::files::Preopens;
+use super::guest::{GuestState, PluginMeta};
 use super::limits;
 use super::offered::Offers;
 use super::sched::{Gate, Pool, Scheduler};

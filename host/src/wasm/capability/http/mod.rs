@@ -15,6 +15,10 @@
 //! bytes count against the call's `max_http_bytes`, at most
 //! [`MAX_IN_FLIGHT`] are in flight per call, and it carries the call's trace
 //! id upstream as `traceparent`.
+//!
+//! As a capability ([`Http`]): each plugin keeps its parsed grants and the
+//! shared client ([`HttpAccess`]); each call an [`HttpCall`] (the hooks
+//! wasmtime-wasi-http asks) and wasmtime-wasi-http's own context.
 
 mod client;
 mod grants;
@@ -28,12 +32,21 @@ use std::time::{Duration, Instant};
 use http::uri::{Authority, Scheme};
 use rustls::pki_types::ServerName;
 use tokio::sync::Semaphore;
+use wasmtime::component::Linker;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 pub use client::{ByteBudget, HttpClient};
 use grants::GrantHost;
 pub use grants::HttpGrants;
 use ranges::refusal;
+
+use super::shape::{
+    CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems, grant_lines,
+};
+use crate::config::PluginConfig;
+
+/// The import outbound requests come through.
+pub const HTTP_IMPORT: &str = "wasi:http/outgoing-handler";
 
 /// Outbound requests one call may have in flight at once.
 pub const MAX_IN_FLIGHT: usize = 8;
@@ -45,11 +58,99 @@ pub struct HttpAccess {
     pub client: Arc<HttpClient>,
 }
 
+/// The outbound HTTP capability (see the module doc).
+pub struct Http;
+
+/// One call's outbound HTTP: wasmtime-wasi-http's context and the hooks
+/// that hold the call's grants and bounds.
+pub struct CallHttp {
+    ctx: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: HttpCall,
+}
+
+impl Capability for Http {
+    const IMPORTS: &'static [&'static str] = &[HTTP_IMPORT];
+    type Load = Arc<HttpClient>;
+    type Plugin = Arc<HttpAccess>;
+    type Call = CallHttp;
+
+    fn load(setup: &LoadSetup<'_>, _: &mut Problems) -> Arc<HttpClient> {
+        setup.client.clone()
+    }
+
+    /// `grants.http` parsed; a bad entry is a problem and grants nothing.
+    fn configure(
+        client: &Arc<HttpClient>,
+        plugin: &PluginSetup<'_>,
+        problems: &mut Problems,
+    ) -> Arc<HttpAccess> {
+        let entries = plugin.config.map_or(&[][..], |p| &p.grants.http[..]);
+        let grants = HttpGrants::parse(entries).unwrap_or_else(|error| {
+            problems.add(plugin.at("grants"), error);
+            HttpGrants::default()
+        });
+        Arc::new(HttpAccess {
+            grants,
+            client: client.clone(),
+        })
+    }
+
+    fn per_call(access: &Arc<HttpAccess>, call: &CallSetup<'_>) -> anyhow::Result<CallHttp> {
+        let mut hooks = HttpCall::new(call.plugin.clone(), access.clone());
+        hooks.start_call(call.trace_id, call.limits.max_http_bytes, call.deadline);
+        Ok(CallHttp {
+            ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks,
+        })
+    }
+
+    fn next_call(state: &mut CallHttp, call: &CallSetup<'_>) {
+        state
+            .hooks
+            .start_call(call.trace_id, call.limits.max_http_bytes, call.deadline);
+    }
+
+    /// Linked for every plugin; a request goes out only under a grant.
+    /// wasmtime-wasi-http reaches the call's state through the store data's
+    /// `WasiHttpView`, which hands it [`CallHttp::view`], not through `get`.
+    fn link<T: GuestStore>(
+        linker: &mut Linker<T>,
+        _: fn(&mut T) -> &mut CallHttp,
+    ) -> anyhow::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))
+    }
+
+    fn check_lines(imports: &[String], plugin: Option<&PluginConfig>) -> Vec<String> {
+        grant_lines(
+            imports,
+            HTTP_IMPORT,
+            "http",
+            plugin.map(|p| &p.grants.http[..]),
+        )
+    }
+}
+
+impl CallHttp {
+    /// What wasmtime-wasi-http works with: its context, the store's
+    /// resource table, and this call's hooks.
+    pub fn view<'a>(
+        &'a mut self,
+        table: &'a mut wasmtime::component::ResourceTable,
+    ) -> wasmtime_wasi_http::WasiHttpCtxView<'a> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.ctx,
+            table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
 /// The HTTP side of one call: whose grants, until when, for which trace.
 pub struct HttpCall {
     plugin: Arc<str>,
     access: Arc<HttpAccess>,
-    pub(super) deadline: Instant,
+    deadline: Instant,
     trace_id: Option<String>,
     budget: Arc<ByteBudget>,
     in_flight: Arc<Semaphore>,
@@ -67,8 +168,9 @@ impl HttpCall {
         }
     }
 
-    /// Readies the state for a call: its trace id and its byte budget.
-    pub fn start_call(&mut self, trace_id: Option<&str>, max_bytes: u64) {
+    /// Readies the state for a call: its trace id, byte budget and deadline.
+    pub fn start_call(&mut self, trace_id: Option<&str>, max_bytes: u64, deadline: Instant) {
+        self.deadline = deadline;
         self.trace_id = trace_id.map(str::to_owned);
         self.budget = Arc::new(ByteBudget::new(max_bytes));
         self.in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));

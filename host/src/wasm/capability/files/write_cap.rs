@@ -2,7 +2,7 @@
 //! artifacts directory), spent while it writes, so that a guest cannot
 //! fill the disk before the quotas are checked after the call.
 //!
-//! wasmtime-wasi has no hook on file writes, so [`shadow::shadow_writers`] replaces
+//! wasmtime-wasi has no hook on file writes, so `shadow::shadow_writers` replaces
 //! the four `wasi:filesystem/types` functions that put bytes in a file —
 //! `[method]descriptor.write`, `write-via-stream`, `append-via-stream` and
 //! `set-size` — with ones that ask the call's cap first and then hand over
@@ -23,8 +23,6 @@
 //! as Rust's `std::fs` writes, a bare EIO: see [`CappedStream`]), and its
 //! call goes on.
 
-pub(super) mod shadow;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -40,7 +38,7 @@ use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, St
 pub struct WriteCap {
     /// Live counters of bytes held or being written, and their quotas.
     ledgers: Vec<(Arc<AtomicU64>, u64)>,
-    max_file: u64,
+    pub(super) max_file: u64,
     /// What this call has added to the ledgers.
     spent: AtomicU64,
     /// Set at the first refusal, which is logged (once per call).
@@ -71,7 +69,7 @@ impl WriteCap {
     /// How many of `n` bytes, written at `end` of a file, may go: the least
     /// of `n`, what the call has left and the file's room; or the error
     /// that says why none may.
-    fn room(&self, end: u64, n: u64) -> Result<u64, ErrorCode> {
+    pub(super) fn room(&self, end: u64, n: u64) -> Result<u64, ErrorCode> {
         let file_room = self.max_file.saturating_sub(end);
         let left = self.left();
         if n > 0 && file_room == 0 {
@@ -85,7 +83,7 @@ impl WriteCap {
 
     /// Takes exactly `n` bytes from every ledger, or none when one has
     /// fewer left.
-    fn take(&self, n: u64) -> bool {
+    pub(super) fn take(&self, n: u64) -> bool {
         for (i, (used, max)) in self.ledgers.iter().enumerate() {
             let taken = used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
                 u.checked_add(n).filter(|after| after <= max)
@@ -103,7 +101,7 @@ impl WriteCap {
 
     /// Notes a refused write: the host log says why, once per call (the
     /// guest may see only a bare I/O error, see [`CappedStream`]).
-    fn refuse(&self, plugin: &str, code: ErrorCode) -> ErrorCode {
+    pub(super) fn refuse(&self, plugin: &str, code: ErrorCode) -> ErrorCode {
         if !self.refused.swap(true, Ordering::Relaxed) {
             let why = match code {
                 ErrorCode::FileTooLarge => format!("a file would pass {} bytes", self.max_file),
@@ -117,7 +115,7 @@ impl WriteCap {
         code
     }
 
-    fn give_back(&self, n: u64) {
+    pub(super) fn give_back(&self, n: u64) {
         if n > 0 {
             for (used, _) in &self.ledgers {
                 used.fetch_sub(n, Ordering::Relaxed);
@@ -155,11 +153,11 @@ fn stream_error(code: ErrorCode) -> StreamError {
 /// error code, for `filesystem-error-code`; wasi-libc (Rust's std, C)
 /// reports any stream error as EIO, and a `descriptor.write` as its code.
 pub struct CappedStream {
-    inner: DynOutputStream,
-    cap: Arc<WriteCap>,
+    pub(super) inner: DynOutputStream,
+    pub(super) cap: Arc<WriteCap>,
     /// Where the next byte lands in the file (for the per-file bound).
-    end: u64,
-    plugin: Arc<str>,
+    pub(super) end: u64,
+    pub(super) plugin: Arc<str>,
 }
 
 impl CappedStream {

@@ -1,6 +1,6 @@
-//! The linker side of [`WriteCap`](super::WriteCap): the four shadowed
-//! `wasi:filesystem/types` writers. Apart from the cap because it names
-//! `GuestState`, which holds the cap (see the parent module's doc).
+//! The linker side of [`WriteCap`]: the four shadowed
+//! `wasi:filesystem/types` writers, generic over the store data (which
+//! holds the call's [`CallFiles`] and its cap).
 
 use std::sync::Arc;
 
@@ -10,8 +10,9 @@ use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
 use wasmtime_wasi::p2::DynOutputStream;
 use wasmtime_wasi::p2::bindings::filesystem::types::{self, ErrorCode, HostDescriptor};
 
-use super::{CappedStream, WriteCap};
-use crate::wasm::guest::GuestState;
+use super::call::CallFiles;
+use super::write_cap::{CappedStream, WriteCap};
+use crate::wasm::capability::shape::GuestStore;
 
 /// The interface whose writers are shadowed, at the version wasmtime-wasi
 /// links (a guest importing an older 0.2 version is served by it too).
@@ -19,7 +20,7 @@ const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// The length of the file `fd` names (0 for a directory, which the
 /// delegated call then refuses).
-fn file_len(state: &mut GuestState, fd: &Resource<Descriptor>) -> wasmtime::Result<u64> {
+fn file_len<T: GuestStore>(state: &mut T, fd: &Resource<Descriptor>) -> wasmtime::Result<u64> {
     let fs = state.filesystem();
     Ok(match fs.table.get(fd)? {
         Descriptor::File(f) => f.file.metadata().map(|m| m.len()).unwrap_or(0),
@@ -29,13 +30,13 @@ fn file_len(state: &mut GuestState, fd: &Resource<Descriptor>) -> wasmtime::Resu
 
 /// Wraps the stream wasmtime-wasi made at `stream` into a [`CappedStream`]
 /// starting at `end`, under a new handle.
-fn capped(
-    state: &mut GuestState,
+fn capped<T: GuestStore>(
+    state: &mut T,
+    plugin: Arc<str>,
     stream: Resource<DynOutputStream>,
     cap: Arc<WriteCap>,
     end: u64,
 ) -> wasmtime::Result<Resource<DynOutputStream>> {
-    let plugin = state.plugin.name.clone();
     let fs = state.filesystem();
     let inner = fs.table.delete(stream)?;
     let wrapped: DynOutputStream = Box::new(CappedStream {
@@ -51,7 +52,7 @@ type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// The guest-facing answer of a delegated call: its value, or its error
 /// code (a trap stays a trap).
-fn answer<T>(state: &mut GuestState, result: wasmtime_wasi::p2::FsResult<T>) -> Answer<T> {
+fn answer<S: GuestStore, T>(state: &mut S, result: wasmtime_wasi::p2::FsResult<T>) -> Answer<T> {
     match result {
         Ok(value) => Ok((Ok(value),)),
         Err(e) => {
@@ -63,16 +64,19 @@ fn answer<T>(state: &mut GuestState, result: wasmtime_wasi::p2::FsResult<T>) -> 
 
 /// Replaces the writers of `wasi:filesystem/types` with capped ones (see
 /// the module's doc). Call after wasmtime-wasi is linked.
-pub fn shadow_writers(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+pub fn shadow_writers<T: GuestStore>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut CallFiles,
+) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut types = linker.instance(FILESYSTEM_TYPES)?;
     types.func_wrap_async(
         "[method]descriptor.write",
-        |mut store: StoreContextMut<'_, GuestState>,
-         (fd, mut buf, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
+        move |mut store: StoreContextMut<'_, T>,
+              (fd, mut buf, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                let Some(cap) = state.write_cap.clone() else {
+                let Some(cap) = get(state).write_cap.clone() else {
                     let result =
                         HostDescriptor::write(&mut state.filesystem(), fd, buf, offset).await;
                     return answer(state, result);
@@ -80,10 +84,10 @@ pub fn shadow_writers(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 let end = offset;
                 let n = match cap.room(end, buf.len() as u64) {
                     Ok(n) => n,
-                    Err(code) => return Ok((Err(cap.refuse(&state.plugin.name, code)),)),
+                    Err(code) => return Ok((Err(cap.refuse(&get(state).plugin, code)),)),
                 };
                 if !cap.take(n) {
-                    let code = cap.refuse(&state.plugin.name, ErrorCode::InsufficientSpace);
+                    let code = cap.refuse(&get(state).plugin, ErrorCode::InsufficientSpace);
                     return Ok((Err(code),));
                 }
                 buf.truncate(n as usize);
@@ -96,24 +100,24 @@ pub fn shadow_writers(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     )?;
     types.func_wrap_async(
         "[method]descriptor.set-size",
-        |mut store: StoreContextMut<'_, GuestState>, (fd, size): (Resource<Descriptor>, u64)| {
+        move |mut store: StoreContextMut<'_, T>, (fd, size): (Resource<Descriptor>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
                 let mut grown = 0;
-                if let Some(cap) = state.write_cap.clone() {
+                if let Some(cap) = get(state).write_cap.clone() {
                     if size > cap.max_file {
-                        let code = cap.refuse(&state.plugin.name, ErrorCode::FileTooLarge);
+                        let code = cap.refuse(&get(state).plugin, ErrorCode::FileTooLarge);
                         return Ok((Err(code),));
                     }
                     grown = size.saturating_sub(file_len(state, &fd)?);
                     if !cap.take(grown) {
-                        let code = cap.refuse(&state.plugin.name, ErrorCode::InsufficientSpace);
+                        let code = cap.refuse(&get(state).plugin, ErrorCode::InsufficientSpace);
                         return Ok((Err(code),));
                     }
                 }
                 let result = HostDescriptor::set_size(&mut state.filesystem(), fd, size).await;
                 if result.is_err()
-                    && let Some(cap) = &state.write_cap
+                    && let Some(cap) = &get(state).write_cap
                 {
                     cap.give_back(grown);
                 }
@@ -123,28 +127,34 @@ pub fn shadow_writers(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     )?;
     types.func_wrap(
         "[method]descriptor.write-via-stream",
-        |mut store: StoreContextMut<'_, GuestState>, (fd, offset): (Resource<Descriptor>, u64)| {
+        move |mut store: StoreContextMut<'_, T>, (fd, offset): (Resource<Descriptor>, u64)| {
             let state = store.data_mut();
-            let cap = state.write_cap.clone();
+            let cap = get(state).write_cap.clone();
             let result = HostDescriptor::write_via_stream(&mut state.filesystem(), fd, offset);
             match (result, cap) {
-                (Ok(stream), Some(cap)) => Ok((Ok(capped(state, stream, cap, offset)?),)),
+                (Ok(stream), Some(cap)) => {
+                    let plugin = get(state).plugin.clone();
+                    Ok((Ok(capped(state, plugin, stream, cap, offset)?),))
+                }
                 (result, _) => answer(state, result),
             }
         },
     )?;
     types.func_wrap(
         "[method]descriptor.append-via-stream",
-        |mut store: StoreContextMut<'_, GuestState>, (fd,): (Resource<Descriptor>,)| {
+        move |mut store: StoreContextMut<'_, T>, (fd,): (Resource<Descriptor>,)| {
             let state = store.data_mut();
-            let Some(cap) = state.write_cap.clone() else {
+            let Some(cap) = get(state).write_cap.clone() else {
                 let result = HostDescriptor::append_via_stream(&mut state.filesystem(), fd);
                 return answer(state, result);
             };
             let end = file_len(state, &fd)?;
             let result = HostDescriptor::append_via_stream(&mut state.filesystem(), fd);
             match result {
-                Ok(stream) => Ok((Ok(capped(state, stream, cap, end)?),)),
+                Ok(stream) => {
+                    let plugin = get(state).plugin.clone();
+                    Ok((Ok(capped(state, plugin, stream, cap, end)?),))
+                }
                 Err(e) => answer(state, Err(e)),
             }
         },

@@ -3,20 +3,81 @@
 //! middle of a call, and announces changed resources and lists. Questions travel on the call's
 //! [`EventSink`](crate::call::EventSink); this module only translates
 //! between the WIT records and MCP's JSON.
+//!
+//! As a [`Capability`] ([`Client`]): each plugin keeps where changes are
+//! announced; each call a [`ClientCall`], with the call's events (where
+//! questions travel) and its deadline (when to stop waiting for answers).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
-use super::bindings::tool::hangar::plugin::client::{
+use wasmtime::component::{HasSelf, Linker};
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::shape::{CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems};
+use crate::call::{AskError, AskKind, EventSink, List, ResourceChanges, ask_until, question_key};
+use crate::wasm::bindings::tool::hangar::plugin::client::{
     self, ClientError, ElicitAction, ElicitAnswer, OfferedList, Root, SamplingAnswer,
     SamplingRequest,
 };
-use super::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
-use super::guest::GuestState;
-use crate::call::{AskError, AskKind, List, ask_until, question_key};
+use crate::wasm::bindings::tool::hangar::plugin::types::{ContentBlock, Media, Role};
 
-impl client::Host for GuestState {
+/// The client capability (see the module doc).
+pub struct Client;
+
+impl Capability for Client {
+    const IMPORTS: &'static [&'static str] = &[];
+    type Load = ResourceChanges;
+    type Plugin = ResourceChanges;
+    type Call = ClientCall;
+
+    fn load(setup: &LoadSetup<'_>, _: &mut Problems) -> ResourceChanges {
+        setup.changes.clone()
+    }
+
+    fn configure(
+        changes: &ResourceChanges,
+        _: &PluginSetup<'_>,
+        _: &mut Problems,
+    ) -> ResourceChanges {
+        changes.clone()
+    }
+
+    fn per_call(changes: &ResourceChanges, call: &CallSetup<'_>) -> anyhow::Result<ClientCall> {
+        Ok(ClientCall {
+            changes: changes.clone(),
+            plugin: call.plugin.clone(),
+            events: call.events.clone(),
+            deadline: call.deadline,
+        })
+    }
+
+    fn next_call(state: &mut ClientCall, call: &CallSetup<'_>) {
+        state.events = call.events.clone();
+        state.deadline = call.deadline;
+    }
+
+    fn link<T: GuestStore>(
+        linker: &mut Linker<T>,
+        get: fn(&mut T) -> &mut ClientCall,
+    ) -> anyhow::Result<()> {
+        client::add_to_linker::<T, HasSelf<ClientCall>>(linker, get)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))
+    }
+}
+
+/// One call's side of the client: where its questions go, until when.
+pub struct ClientCall {
+    changes: ResourceChanges,
+    plugin: Arc<str>,
+    events: EventSink,
+    deadline: Instant,
+}
+
+impl client::Host for ClientCall {
     async fn elicit(
         &mut self,
         message: String,
@@ -56,7 +117,7 @@ impl client::Host for GuestState {
     }
 
     fn resource_updated(&mut self, uri: String) {
-        self.plugin.changes.updated(&uri);
+        self.changes.updated(&uri);
     }
 
     fn announce_list_changed(&mut self, which: OfferedList) {
@@ -65,12 +126,12 @@ impl client::Host for GuestState {
             OfferedList::Prompts => List::Prompts,
             OfferedList::Resources => List::Resources,
         };
-        tracing::debug!(plugin = %self.plugin.name, ?list, "guest announced a list change");
-        self.plugin.changes.relist();
+        tracing::debug!(plugin = %self.plugin, ?list, "guest announced a list change");
+        self.changes.relist();
     }
 }
 
-impl GuestState {
+impl ClientCall {
     async fn elicit_keyed(
         &mut self,
         key: Option<String>,

@@ -7,6 +7,9 @@
 //! §4.4) and keeps the token until shortly before it expires, so many calls
 //! and instances share one token and the endpoint is asked once per
 //! lifetime. A plugin sees only the providers it was granted.
+//!
+//! As a [`Capability`]: the providers are the load's part, the granted ones
+//! the plugin's, and a call's [`CredentialsCall`] serves the import.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,8 +20,90 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use tokio::sync::{Mutex, Semaphore};
 
+use wasmtime::component::{HasSelf, Linker};
+
 use super::http::{ByteBudget, HttpClient};
-use crate::config::CredentialConfig;
+use super::shape::{
+    CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems, grant_lines,
+};
+use crate::config::{CredentialConfig, PluginConfig};
+use crate::wasm::bindings::tool::hangar::plugin::credentials as wit;
+
+/// The import tools ask for credentials through.
+const CREDENTIALS_IMPORT: &str = "hangar:plugin/credentials";
+
+/// The credentials capability (see the module doc).
+pub struct Credentials;
+
+/// One call's credentials: whose, and what it was granted.
+pub struct CredentialsCall {
+    plugin: Arc<str>,
+    granted: Arc<PluginCredentials>,
+}
+
+impl Capability for Credentials {
+    const IMPORTS: &'static [&'static str] = &[CREDENTIALS_IMPORT];
+    type Load = Providers;
+    type Plugin = Arc<PluginCredentials>;
+    type Call = CredentialsCall;
+
+    /// Every `[credentials.NAME]` provider; one that cannot be built is a
+    /// problem at its table.
+    fn load(setup: &LoadSetup<'_>, problems: &mut Problems) -> Providers {
+        let substitute = |text: &str| setup.substitute(text);
+        let (providers, broken) =
+            Providers::build(&setup.config.credentials, setup.client, &substitute);
+        for (name, error) in broken {
+            problems.add(format!("credentials.{name}"), error);
+        }
+        providers
+    }
+
+    fn configure(
+        providers: &Providers,
+        plugin: &PluginSetup<'_>,
+        problems: &mut Problems,
+    ) -> Arc<PluginCredentials> {
+        let names = plugin.config.map_or(&[][..], |p| &p.grants.credentials[..]);
+        Arc::new(providers.granted(names).unwrap_or_else(|error| {
+            problems.add(plugin.at("grants"), error);
+            PluginCredentials::default()
+        }))
+    }
+
+    fn per_call(
+        granted: &Arc<PluginCredentials>,
+        call: &CallSetup<'_>,
+    ) -> anyhow::Result<CredentialsCall> {
+        Ok(CredentialsCall {
+            plugin: call.plugin.clone(),
+            granted: granted.clone(),
+        })
+    }
+
+    fn link<T: GuestStore>(
+        linker: &mut Linker<T>,
+        get: fn(&mut T) -> &mut CredentialsCall,
+    ) -> anyhow::Result<()> {
+        wit::add_to_linker::<T, HasSelf<CredentialsCall>>(linker, get)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))
+    }
+
+    fn check_lines(imports: &[String], plugin: Option<&PluginConfig>) -> Vec<String> {
+        grant_lines(
+            imports,
+            CREDENTIALS_IMPORT,
+            "credentials",
+            plugin.map(|p| &p.grants.credentials[..]),
+        )
+    }
+}
+
+impl wit::Host for CredentialsCall {
+    async fn get(&mut self, provider: String) -> Result<String, String> {
+        self.granted.get(&self.plugin, &provider).await
+    }
+}
 
 /// How long a token endpoint may take to answer.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);

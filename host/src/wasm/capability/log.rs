@@ -2,13 +2,111 @@
 //! and stderr. A guest can call `log` a million times with megabyte
 //! messages; the host log gets lines cut to [`LINE_MAX`] bytes at a rate
 //! capped per plugin (`governor`), and a count of what was held back.
+//!
+//! As a [`Capability`] ([`HostLog`]): `hangar:plugin/host` (`log`,
+//! `progress`). Each plugin keeps its `GuestLog`; each call a [`LogCall`],
+//! which also writes a line to the call's events (the client's log
+//! notifications) and a panic line to its stderr.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use wasmtime::component::{HasSelf, Linker};
 
-use crate::call::LogLevel;
+use super::shape::{CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems};
+use crate::call::{EventSink, LogLevel};
+use crate::wasm::bindings::tool::hangar::plugin::host;
+use crate::wasm::stderr::StderrCapture;
+
+/// The host-log capability (see the module doc).
+pub struct HostLog;
+
+impl Capability for HostLog {
+    const IMPORTS: &'static [&'static str] = &[];
+    type Load = ();
+    type Plugin = Arc<GuestLog>;
+    type Call = LogCall;
+
+    fn load(_: &LoadSetup<'_>, _: &mut Problems) {}
+
+    fn configure(_: &(), _: &PluginSetup<'_>, _: &mut Problems) -> Arc<GuestLog> {
+        Arc::default()
+    }
+
+    fn per_call(log: &Arc<GuestLog>, call: &CallSetup<'_>) -> anyhow::Result<LogCall> {
+        Ok(LogCall {
+            log: log.clone(),
+            plugin: call.plugin.clone(),
+            events: call.events.clone(),
+            stderr: call.stderr.clone(),
+        })
+    }
+
+    fn next_call(state: &mut LogCall, call: &CallSetup<'_>) {
+        state.events = call.events.clone();
+        state.stderr = call.stderr.clone();
+    }
+
+    fn link<T: GuestStore>(
+        linker: &mut Linker<T>,
+        get: fn(&mut T) -> &mut LogCall,
+    ) -> anyhow::Result<()> {
+        host::add_to_linker::<T, HasSelf<LogCall>>(linker, get)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))
+    }
+}
+
+/// One call's side of the host log.
+pub struct LogCall {
+    log: Arc<GuestLog>,
+    plugin: Arc<str>,
+    events: EventSink,
+    stderr: StderrCapture,
+}
+
+impl LogCall {
+    /// Writes a line of the call's guest to the host log (see [`GuestLog::line`]).
+    pub fn line(&self, level: LogLevel, message: &str) {
+        self.log.line(&self.plugin, level, message);
+    }
+}
+
+impl host::Host for LogCall {
+    fn log(&mut self, level: host::LogLevel, message: String) {
+        let level = LogLevel::from(level);
+        // A slim guest has no stderr: its SDK's panic hook reports the panic
+        // here, and it is kept where a WASI guest's panic would be written,
+        // so the call's error names it the same way.
+        if level == LogLevel::Error && message.starts_with("panicked at ") {
+            self.stderr.write_line(&message);
+            return;
+        }
+        self.log.line(&self.plugin, level, &message);
+        self.events.log(level, &self.plugin, &message);
+    }
+
+    fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        self.events.progress(progress, total, message);
+    }
+}
+
+impl From<host::LogLevel> for LogLevel {
+    fn from(l: host::LogLevel) -> LogLevel {
+        use host::LogLevel as W;
+        match l {
+            W::Debug => LogLevel::Debug,
+            W::Info => LogLevel::Info,
+            W::Notice => LogLevel::Notice,
+            W::Warning => LogLevel::Warning,
+            W::Error => LogLevel::Error,
+            W::Critical => LogLevel::Critical,
+            W::Alert => LogLevel::Alert,
+            W::Emergency => LogLevel::Emergency,
+        }
+    }
+}
 
 /// Longest guest line written to the host log, in bytes.
 pub const LINE_MAX: usize = 1024;

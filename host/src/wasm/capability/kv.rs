@@ -1,16 +1,72 @@
-//! State: the `hangar:plugin/kv` import, a key-value store per plugin.
+//! The `hangar:plugin/kv` import: a key-value store per plugin. The
+//! smallest complete [`Capability`], and the one to copy.
 //!
-//! The capability has the shape of [`super::http`]: `[kv]` is checked and
-//! the store opened once at load (`crate::kv::open`), every call's
-//! `GuestState` holds a [`KvCall`] (the plugin's namespace and the shared
-//! store), and `state::link` adds the host functions. The store, its backends and
-//! its bounds live in `crate::kv`, which MCP tasks use too; this module is
-//! only the guest's side: the namespace and the WIT error type.
+//! - **load**: the host-wide store (`[kv]`), opened once at start-up by the
+//!   loader (`crate::kv::open`) and kept across reloads; none when it could
+//!   not be opened (that problem is reported then).
+//! - **configure**: nothing to grant: every plugin gets the store, and its
+//!   own namespace is its name.
+//! - **per call**: a [`KvCall`], the namespace and the store.
+//! - **link**: the WIT interface's host functions, served by the
+//!   call's `KvCall` (`get` finds it in the store's data, and
+//!   `HasSelf<KvCall>` hands it to the `Host` implementation below).
+//!
+//! The store, its backends and its bounds live in `crate::kv`, which MCP
+//! tasks use too; this module is only the guest's side: the namespace and
+//! the WIT error type.
 
 use std::sync::Arc;
 
-use super::bindings::tool::hangar::plugin::kv as wit;
+use wasmtime::component::{HasSelf, Linker};
+
+use super::shape::{
+    CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems, find_import,
+};
+use crate::config::PluginConfig;
 use crate::kv::KvStore;
+use crate::wasm::bindings::tool::hangar::plugin::kv as wit;
+
+const KV_IMPORT: &str = "hangar:plugin/kv";
+
+/// The kv capability (see the module doc).
+pub struct Kv;
+
+impl Capability for Kv {
+    const IMPORTS: &'static [&'static str] = &[KV_IMPORT];
+    type Load = Option<Arc<KvStore>>;
+    type Plugin = Option<Arc<KvStore>>;
+    type Call = KvCall;
+
+    fn load(setup: &LoadSetup<'_>, _: &mut Problems) -> Option<Arc<KvStore>> {
+        setup.kv.cloned()
+    }
+
+    fn configure(
+        store: &Option<Arc<KvStore>>,
+        _: &PluginSetup<'_>,
+        _: &mut Problems,
+    ) -> Option<Arc<KvStore>> {
+        store.clone()
+    }
+
+    fn per_call(store: &Option<Arc<KvStore>>, call: &CallSetup<'_>) -> anyhow::Result<KvCall> {
+        Ok(KvCall::new(call.plugin.clone(), store.clone()))
+    }
+
+    fn link<T: GuestStore>(
+        linker: &mut Linker<T>,
+        get: fn(&mut T) -> &mut KvCall,
+    ) -> anyhow::Result<()> {
+        wit::add_to_linker::<T, HasSelf<KvCall>>(linker, get).map_err(|e| anyhow::anyhow!("{e:?}"))
+    }
+
+    fn check_lines(imports: &[String], _: Option<&PluginConfig>) -> Vec<String> {
+        find_import(imports, KV_IMPORT)
+            .map(|name| format!("imports {name} (its own namespace; no grant needed)"))
+            .into_iter()
+            .collect()
+    }
+}
 
 type Result<T> = std::result::Result<T, wit::KvError>;
 
