@@ -7,11 +7,12 @@ use serde::de::DeserializeOwned;
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::mapper::{Mapper, MapperPre};
+use super::convert::wit_context;
 use super::guest::{GuestState, PluginMeta};
 use super::sched::Scheduler;
 use super::stage::StageComponent;
 use super::state;
-use super::tool::{output_within, wit_context};
+use super::tool::output_within;
 use crate::call::{CallContext, CallError, ErrorKind, Stage};
 use crate::config::Limits;
 

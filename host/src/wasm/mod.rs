@@ -5,6 +5,7 @@ mod auth;
 mod bindings;
 mod cache;
 pub mod capability;
+mod convert;
 pub mod engine;
 mod guest;
 mod limits;

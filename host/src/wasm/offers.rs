@@ -8,8 +8,9 @@ use serde_json::{Map, Value};
 
 use super::bindings::server::exports::hangar::plugin::{completion, prompts, resources};
 use super::bindings::tool::hangar::plugin::types as wit;
+use super::convert::{content, wit_context};
 use super::limits;
-use super::tool::{Instance, ToolPlugin, content, trace, wit_context};
+use super::tool::{Instance, ToolPlugin, trace};
 use crate::call::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptArgument, PromptDef,
     PromptMessage, PromptResult, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
