@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::limits::LimitOverrides;
@@ -12,13 +13,17 @@ use super::rate::RateLimit;
 
 /// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with
 /// `statement`, a whole DB tool.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
+    /// The tool's name in the catalog (after any plugin prefix).
     pub name: String,
+    /// Overrides of the plugin's and the global limits for this tool.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// A DB tool's display name.
     pub title: Option<String>,
+    /// A DB tool's description, shown to clients and models.
     pub description: Option<String>,
     /// The connector a DB tool runs on.
     #[serde(rename = "use")]
@@ -28,6 +33,7 @@ pub struct ToolConfig {
     /// A DB tool's declared inputs, by name.
     #[serde(default)]
     pub inputs: BTreeMap<String, InputSpec>,
+    /// Keep a DB tool's results for the same arguments for a while.
     pub cache: Option<CacheConfig>,
     /// Who may call the tool; overrides the server-wide `[auth]`.
     pub auth: Option<AuthSetting>,
@@ -69,7 +75,7 @@ pub struct ToolConfig {
 }
 
 /// Whether a tool's calls become tasks (`[[tools]] task`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskSupport {
     /// A task for a client that declared the extension, a plain call otherwise.
@@ -87,14 +93,18 @@ pub(crate) fn default_max_rows() -> usize {
 }
 
 /// One declared input of a DB tool.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputSpec {
+    /// Its JSON type.
     #[serde(rename = "type")]
     pub ty: InputType,
+    /// Shown to clients in the tool's input schema.
     pub description: Option<String>,
+    /// Whether a call must give it.
     #[serde(default)]
     pub required: bool,
+    /// The value bound when a call leaves it out.
     pub default: Option<serde_json::Value>,
     /// Element type of an `array` input.
     pub items: Option<InputType>,
@@ -105,36 +115,44 @@ pub struct InputSpec {
 
 /// `auth = { plugin = "...", policy = {...} }`, or `auth = "none"` to opt a
 /// tool out of the server-wide default.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum AuthSetting {
     Plugin(AuthConfig),
     Keyword(AuthKeyword),
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// `auth = "none"`: no auth check, whatever `[auth]` says.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthKeyword {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// An auth check: the auth plugin that decides, and its policy.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
+    /// The auth plugin (its file stem).
     pub plugin: String,
     /// Passed to the plugin as JSON.
     #[serde(default)]
     pub policy: serde_json::Map<String, serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `mappers = { input = "...", output = "..." }`: mapper plugins (by file
+/// stem) around a tool.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MapperConfig {
+    /// Rewrites the arguments before the call.
     pub input: Option<String>,
+    /// Rewrites the result after it.
     pub output: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// The JSON type of a DB tool's input.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum InputType {
     String,
@@ -158,10 +176,13 @@ impl InputType {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// `cache = { ttl = "60s" }`: results kept per arguments (and caller).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
+    /// How long a result is served from the cache.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub ttl: Duration,
     /// Bytes of results one tool (or resource) keeps; the least used go first.
     #[serde(default = "default_cache_bytes")]
