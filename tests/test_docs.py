@@ -1,55 +1,20 @@
 """The reference in README.md and docs/: every relative link names a file
 that exists and, with a `#fragment`, a heading of that file (GitHub's slug
-rules). Links inside code blocks are not links."""
+rules), and the book's SUMMARY.md lists every page. Links inside code
+blocks are not links. The checks are scripts/doclinks.py's, which
+scripts/test also runs on the built book."""
 
-import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", ROOT / "sdk" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+sys.path.insert(0, str(ROOT / "scripts"))
 
-
-def prose(text: str) -> str:
-    """The text outside fenced code blocks and inline code."""
-    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    return re.sub(r"`[^`\n]*`", "", text)
-
-
-def slug(heading: str) -> str:
-    s = heading.strip().lower()
-    s = re.sub(r"[^\w\- ]", "", s)
-    return s.replace(" ", "-")
-
-
-def anchors(page: Path) -> set[str]:
-    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
-    seen: dict[str, int] = {}
-    out = set()
-    for h in re.findall(r"^#{1,6} (.*)$", text, flags=re.M):
-        s = slug(h.replace("`", ""))
-        n = seen.get(s, 0)
-        seen[s] = n + 1
-        out.add(s if n == 0 else f"{s}-{n}")
-    return out
-
-
-def broken_links(page: Path) -> list[str]:
-    bad = []
-    for target in LINK.findall(prose(page.read_text())):
-        if re.match(r"^[a-z]+:", target):
-            continue
-        path, _, fragment = target.partition("#")
-        dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            bad.append(f"{target}: no such file")
-        elif fragment and dest.suffix == ".md" and fragment not in anchors(dest):
-            bad.append(f"{target}: no such heading in {dest.name}")
-    return bad
+from doclinks import broken_links, pages, summary_problems  # noqa: E402
 
 
 def test_every_relative_link_resolves():
-    bad = {str(p.relative_to(ROOT)): broken_links(p) for p in PAGES}
+    bad = {str(p.relative_to(ROOT)): broken_links(p) for p in pages()}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, bad
 
@@ -60,6 +25,18 @@ def test_the_checker_finds_a_broken_link(tmp_path):
                     "```\n[in code](nothing.md)\n```\n")
     assert broken_links(page) == ["#nowhere: no such heading in page.md",
                                   "missing.md: no such file"]
+
+
+def test_the_book_lists_every_page():
+    assert summary_problems() == []
+
+
+def test_a_page_left_out_of_the_book_is_named(tmp_path):
+    (tmp_path / "SUMMARY.md").write_text("# Summary\n\n- [A](a.md)\n- [Gone](gone.md)\n")
+    (tmp_path / "a.md").write_text("# A\n")
+    (tmp_path / "b.md").write_text("# B\n")
+    assert summary_problems(tmp_path) == ["SUMMARY.md lists gone.md: no such file",
+                                          "b.md: not listed in SUMMARY.md"]
 
 
 def test_the_readme_stays_short():

@@ -1,4 +1,4 @@
-//! The `hangar` command: `serve`, `check`, `new`, `pull` and `push`.
+//! The `hangar` command: `serve`, `check`, `config`, `new`, `pull` and `push`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -153,6 +153,14 @@ enum Command {
         #[arg(long, env = "HANGAR_PLUGINS")]
         plugins: Option<PathBuf>,
     },
+    /// Describes the config file: `--schema` prints the JSON Schema of
+    /// `hangar.toml` (every table and key, with its type, default and
+    /// description) to stdout, for editors and validators.
+    Config {
+        /// Print the JSON Schema (2020-12), pretty-printed.
+        #[arg(long, required = true)]
+        schema: bool,
+    },
     /// Pulls every plugin with an `oci://` source into the cache directory.
     Pull {
         #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
@@ -217,6 +225,11 @@ fn main() -> ExitCode {
             } => serve(&config, listen, plugins).await,
             Command::Check { config, plugins } => check(&config, plugins).await,
             Command::Pull { config } => pull(&config).await,
+            Command::Config { schema: _ } => {
+                let schema = serde_json::to_string_pretty(&Config::schema())?;
+                println!("{schema}");
+                Ok(ExitCode::SUCCESS)
+            }
             Command::Push {
                 file,
                 target,

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `[http]`: settings of the client guests' requests go out through.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// A PEM file of CA certificates trusted besides the system's roots.
@@ -24,7 +25,7 @@ pub struct HttpConfig {
 /// `grants = { http = ["api.github.com", "*.example.org", "127.0.0.1:9000"] }`.
 /// Also the vocabulary of what a component pushed to a registry asks for
 /// (`hangar push --requests`, the `dev.hangar.requests` annotation).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grants {
     /// Hosts (ports 80/443 by scheme), `host:port` or `*.domain` the plugin's
@@ -38,19 +39,25 @@ pub struct Grants {
 
 /// A `[credentials.NAME]` provider. Values may be `{{ env.VAR }}` or
 /// `{{ file./path }}`; they never appear in logs or `hangar check`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(tag = "kind", deny_unknown_fields)]
 pub enum CredentialConfig {
     /// A fixed token or API key.
     #[serde(rename = "static")]
-    Static { value: String },
+    Static {
+        /// The token, usually `{{ env.VAR }}` or `{{ file./path }}`.
+        value: String,
+    },
     /// OAuth 2.0 client credentials: the host asks `token_url` for a token
     /// and shares it across calls until shortly before it expires.
     #[serde(rename = "oauth2-client-credentials")]
     OAuth2ClientCredentials {
+        /// The authorization server's token endpoint.
         token_url: String,
         client_id: String,
+        /// Usually `{{ env.VAR }}` or `{{ file./path }}`.
         client_secret: String,
+        /// Scopes asked for with every token.
         #[serde(default)]
         scopes: Vec<String>,
     },

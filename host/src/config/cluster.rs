@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `[cluster] redis = "redis://127.0.0.1:6379"`. When set, 2025-11-25
@@ -10,7 +11,7 @@ use serde::Deserialize;
 /// rate-limit counters, kv (unless `[kv]` says otherwise) and a second tier
 /// of the DB result cache live in that Redis, so any replica can serve any
 /// request. Without it everything stays in the process.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The Redis every replica shares: one URL (a single server), or a list
@@ -35,13 +36,15 @@ pub struct ClusterConfig {
 }
 
 /// `redis = "URL"` (one server) or `redis = ["URL", …]` (a Redis Cluster).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(
     untagged,
     expecting = "a redis:// or rediss:// URL, or a list of them (the nodes of a Redis Cluster)"
 )]
 pub enum RedisUrls {
+    /// One Redis server.
     One(String),
+    /// Some nodes of a Redis Cluster.
     Cluster(Vec<String>),
 }
 

@@ -3,20 +3,24 @@
 use super::*;
 
 /// A database connection: `kind = "postgres"` or `kind = "sqlite"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ConnectorConfig {
+    /// A PostgreSQL server, through a pool of connections.
     Postgres(PostgresConfig),
+    /// An SQLite file, run in the host.
     Sqlite(SqliteConfig),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// A libpq-style URL; may hold `{{ env.VAR }}`.
     pub url: String,
+    /// Connections kept open at most.
     #[serde(default = "default_pg_pool")]
     pub pool_size: usize,
+    /// How long a statement may run before the server cancels it.
     #[serde(default = "default_timeout_ms")]
     pub statement_timeout_ms: u64,
     /// How long a call waits for a connection (and to connect) before failing.
@@ -30,11 +34,12 @@ pub struct PostgresConfig {
     pub ca_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SqliteConfig {
     /// The database file; may hold `{{ env.VAR }}`.
     pub path: String,
+    /// Connections kept open at most.
     #[serde(default = "default_sqlite_pool")]
     pub pool_size: usize,
     /// SQL run once when the file does not exist yet (schema and seed data).

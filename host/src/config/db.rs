@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The keys a `[[tools]]` and a `[[resources]]` entry share for a SQL
@@ -16,7 +17,7 @@ use serde::Deserialize;
 /// It is read with `#[serde(flatten)]`, so it takes no
 /// `deny_unknown_fields` of its own: the entry that holds it refuses a key
 /// neither of them knows.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DbConfig {
     /// The connector the statement runs on.
     #[serde(rename = "use")]
@@ -28,6 +29,7 @@ pub struct DbConfig {
     /// strings when not declared).
     #[serde(default)]
     pub inputs: BTreeMap<String, InputSpec>,
+    /// Keep results for the same arguments (and caller) for a while.
     pub cache: Option<CacheConfig>,
     /// Run inside a read-only transaction (default true).
     #[serde(default = "yes")]
@@ -46,14 +48,18 @@ fn default_max_rows() -> usize {
 }
 
 /// One declared input of a DB tool.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputSpec {
+    /// Its JSON type.
     #[serde(rename = "type")]
     pub ty: InputType,
+    /// Shown to clients in the tool's input schema.
     pub description: Option<String>,
+    /// Whether a call must give it.
     #[serde(default)]
     pub required: bool,
+    /// The value bound when a call leaves it out.
     pub default: Option<serde_json::Value>,
     /// Element type of an `array` input.
     pub items: Option<InputType>,
@@ -62,7 +68,8 @@ pub struct InputSpec {
     pub from_claim: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// The JSON type of a DB tool's input.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum InputType {
     String,
@@ -86,10 +93,13 @@ impl InputType {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// `cache = { ttl = "60s" }`: results kept per arguments (and caller).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
+    /// How long a result is served from the cache.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub ttl: Duration,
     /// Bytes of results one tool (or resource) keeps; the least used go first.
     #[serde(default = "default_cache_bytes")]

@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `[uploads]`: files a client stages with `POST /uploads` for tools that
 /// consume them (`consumes_uploads`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct UploadsConfig {
     /// Where uploads are kept; default `<cache_dir>/uploads`.
@@ -23,6 +24,7 @@ pub struct UploadsConfig {
     pub max_total_bytes: u64,
     /// How long an upload is kept.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub ttl: Duration,
 }
 
@@ -41,19 +43,26 @@ impl Default for UploadsConfig {
 
 /// `[artifacts]`: files tools leave in their `/artifacts` directory
 /// (`produces_artifacts`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ArtifactsConfig {
     /// Where artifacts are kept; default `<cache_dir>/artifacts`.
     pub dir: Option<PathBuf>,
+    /// Largest artifact.
     pub max_file_bytes: u64,
+    /// Bytes of artifacts one session (or principal) may keep at once.
     pub max_session_bytes: u64,
+    /// Artifacts one session (or principal) may keep at once.
     pub max_session_files: u32,
+    /// Bytes every session together may keep.
     pub max_total_bytes: u64,
+    /// How long an artifact is kept.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub ttl: Duration,
     /// How long a signed download URL is good for.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub url_ttl: Duration,
     /// The HMAC key download URLs are signed with (may be `{{ env.VAR }}`);
     /// unset: a random key per process (URLs end with the process).

@@ -4,10 +4,11 @@
 //! Only the schema and its checks live here; the store itself is
 //! the kv module, which reads this at load.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `[kv]` in `hangar.toml`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct KvConfig {
     /// `embedded` (SQLite file `kv.sqlite3` under `[server] cache_dir`) or `redis`.
@@ -25,11 +26,14 @@ pub struct KvConfig {
     pub max_keys: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// Where `[kv]` keeps its keys.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
+    /// An SQLite file, `kv.sqlite3` under `[server] cache_dir`.
     #[default]
     Embedded,
+    /// A Redis server, shared between processes.
     Redis,
 }
 

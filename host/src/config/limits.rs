@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// What one guest call may use: the three run limits (fuel, deadline,
 /// memory), how many calls may run at once, and how much a call may send
 /// back (events and output).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Wasm fuel: roughly one unit per instruction.
@@ -16,6 +17,7 @@ pub struct Limits {
     /// Wall-clock time, enforced by epoch interruption and, around every
     /// export call, by a timer (a guest blocked in a host call is stopped too).
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub deadline: Duration,
     /// Linear-memory cap in MiB.
     pub memory_mib: u64,
@@ -25,6 +27,7 @@ pub struct Limits {
     /// How long a call waits for a concurrency permit or an instance slot
     /// before it fails with `busy:`.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub queue_timeout: Duration,
     /// Log and progress notifications one call may send; later ones are
     /// dropped and counted in one final warning.
@@ -78,16 +81,19 @@ impl Limits {
     }
 }
 
-/// A partial [`Limits`], for plugin and tool overrides.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Overrides of `[limits]` for a plugin, tool, resource or prompt: each key
+/// as in `[limits]`; those not set keep the value from above.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
     pub fuel: Option<u64>,
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<super::schema::Humantime>")]
     pub deadline: Option<Duration>,
     pub memory_mib: Option<u64>,
     pub max_concurrent: Option<u32>,
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<super::schema::Humantime>")]
     pub queue_timeout: Option<Duration>,
     pub max_events: Option<u32>,
     pub max_event_bytes: Option<u64>,

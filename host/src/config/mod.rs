@@ -10,6 +10,7 @@ pub use placeholders::substitute_env;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 mod capabilities;
@@ -27,6 +28,7 @@ mod plugins;
 mod properties;
 mod rate;
 mod registries;
+mod schema;
 mod selection;
 mod server;
 mod tools;
@@ -52,10 +54,13 @@ pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport,
 pub use trust::{Require, TrustConfig};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
-/// The whole configuration file.
-#[derive(Debug, Clone, Deserialize, Default)]
+/// `hangar.toml`, Hangar's configuration file. Every key is optional;
+/// unknown keys are errors.
+#[derive(Debug, Clone, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where and how Hangar listens: HTTP limits, sessions, instance slots,
+    /// and what its surfaces show.
     #[serde(default)]
     pub server: ServerConfig,
     /// Limits every guest call runs under unless a plugin or tool overrides them.
@@ -191,6 +196,12 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// The JSON Schema (2020-12) of the file, which `hangar config --schema`
+    /// prints: derived from these types (see `schema.rs`).
+    pub fn schema() -> serde_json::Value {
+        schemars::schema_for!(Config).to_value()
     }
 
     /// What `hangar check` and `serve` warn about: settings that open

@@ -2,8 +2,10 @@
 //! 2025-11-25). This file owns the schema and what `hangar check` refuses;
 //! the serving side (metadata, token checks) is the oauth module's.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 use super::tools::ToolConfig;
@@ -12,7 +14,7 @@ use super::tools::ToolConfig;
 /// that reaches a tool, resource, prompt, upload or the OpenAPI document
 /// (`/mcp`, `/uploads` and, unless `rest = "public"`, the REST surface)
 /// needs a bearer token the issuer signed for `resource`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// The authorization server (its `iss`); its metadata names the JWKS.
@@ -30,6 +32,7 @@ pub struct OAuthConfig {
     pub audience: Option<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(default = "default_leeway", with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub leeway: Duration,
     /// Whether the REST surface (`/tools…`, `/resources…`, `/prompts…`,
     /// `/openapi.json`) needs a token too: `"protected"` (the default), or
@@ -48,9 +51,24 @@ pub enum RestAccess {
     Public,
 }
 
+impl JsonSchema for RestAccess {
+    fn schema_name() -> Cow<'static, str> {
+        "RestAccess".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [
+                { "type": "string", "enum": ["protected", "public"] },
+                { "type": "boolean", "description": "true: \"protected\", false: \"public\"" }
+            ]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for RestAccess {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RestAccess, D::Error> {
-        #[derive(Deserialize)]
+        #[derive(Deserialize, JsonSchema)]
         #[serde(untagged)]
         enum Written {
             Flag(bool),

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::db::DbConfig;
@@ -13,15 +14,18 @@ use super::tools::AuthSetting;
 /// `uri_template` variables bound as parameters, like a DB tool's inputs);
 /// without, it sets auth, visibility and limits of a component's resource
 /// with this `uri` or `uri_template`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceConfig {
     /// A fixed URI (`resources/list`)…
     pub uri: Option<String>,
     /// …or a template such as `db://products/{id}` (`resources/templates/list`).
     pub uri_template: Option<String>,
+    /// A DB resource's name (`resources/list`).
     pub name: Option<String>,
+    /// A DB resource's display name.
     pub title: Option<String>,
+    /// A DB resource's description.
     pub description: Option<String>,
     /// Of the contents; a DB resource defaults to `application/json`.
     pub mime_type: Option<String>,
@@ -57,12 +61,16 @@ impl ResourceConfig {
 }
 
 /// A `[[prompts]]` entry: auth, visibility and limits of a component's prompt.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromptConfig {
+    /// The prompt's name, as its component offers it.
     pub name: String,
+    /// Who may get it; overrides the server-wide `[auth]`.
     pub auth: Option<AuthSetting>,
+    /// Only callers whose claims match see and may get it.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
+    /// Overrides of the limits for getting it.
     #[serde(default)]
     pub limits: LimitOverrides,
 }

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use super::*;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `[plugins.NAME]`: settings of the plugin whose file stem is NAME.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
+    /// Overrides of the global limits for the plugin's calls.
     #[serde(default)]
     pub limits: LimitOverrides,
     /// What the plugin reads with `config.get(key)`; values may be `{{ env.VAR }}`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub config: BTreeMap<String, toml::Value>,
     /// Put before each of the plugin's tool names (e.g. `billing.`), to
     /// avoid collisions. A plain component's tools are `<plugin>.` prefixed
@@ -39,12 +42,16 @@ pub struct PluginConfig {
 /// few warm instances, each serving one call at a time, thrown away after a
 /// trap, after `max_calls` calls, or when idle longer than `max_idle`. State
 /// a guest keeps in memory can then leak from one call to the next.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct InstancesConfig {
+    /// Keep warm instances between calls.
     pub reuse: bool,
+    /// Calls one instance serves before it is thrown away.
     pub max_calls: u32,
+    /// An instance idle longer than this is thrown away.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub max_idle: Duration,
     /// Warm instances kept at most.
     pub pool_size: usize,

@@ -1,8 +1,10 @@
 //! `rate_limit = "N/s"` (or `"N/m"`): how many calls one caller may make.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::num::NonZeroU32;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 /// A number of calls per second or per minute.
@@ -39,6 +41,20 @@ impl fmt::Display for RateLimit {
             self.calls,
             if self.per_minute { "m" } else { "s" }
         )
+    }
+}
+
+impl JsonSchema for RateLimit {
+    fn schema_name() -> Cow<'static, str> {
+        "RateLimit".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": r"^\s*\+?[0-9]+\s*/\s*(s|sec|second|m|min|minute)\s*$",
+            "description": "Calls per second (\"N/s\") or per minute (\"N/m\"), N > 0."
+        })
     }
 }
 

@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `[registries]`: plain-HTTP registries and credentials per registry.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistriesConfig {
     /// Registries (`host:port`) spoken to over plain HTTP; all others over HTTPS.
@@ -25,10 +26,11 @@ pub struct RegistriesConfig {
 
 /// `[registries.auth."host:port"]`: HTTP basic credentials (the registry
 /// may exchange them for a token); values may be `{{ env.VAR }}`.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryAuthConfig {
     pub username: String,
+    /// Usually `{{ env.VAR }}` or `{{ file./path }}`.
     pub password: String,
 }
 

@@ -2,24 +2,29 @@
 //! and under which names. Written for plain components, whose every exported
 //! function would otherwise be a tool; it works for any tool plugin.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// One entry: the tool's name inside the plugin (`"fetch"`, or
 /// `"iface.fetch"` for a function of an exported interface), or a table that
 /// also renames it: `{ export = "iface.fetch", name = "web.fetch" }` (the
 /// whole catalog name, no prefix added).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum ToolSelection {
+    /// The tool's name inside the plugin, kept (with the plugin's prefix).
     Keep(String),
+    /// The tool and the whole catalog name it gets.
     Rename(Rename),
 }
 
 /// `{ export = "iface.fetch", name = "web.fetch" }`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Rename {
+    /// The tool's name inside the plugin.
     pub export: String,
+    /// Its whole name in the catalog (no prefix is added).
     pub name: String,
 }
 

@@ -1,16 +1,18 @@
 //! `[server]`: where and how Hangar listens, its HTTP limits, sessions,
 //! instance slots and what its surfaces show.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 use super::{Pinning, RateLimit};
 
 /// How `tools/call` reports a failure after resolution.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorStyle {
     /// JSON-RPC errors (-32000 with `data.stage`).
@@ -21,10 +23,13 @@ pub enum ErrorStyle {
     Result,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
+    /// The address MCP and REST are served on (`--listen` wins over it).
     pub listen: SocketAddr,
+    /// The folder every `*.wasm` of is loaded at startup (`--plugins` wins
+    /// over it).
     pub plugins: PathBuf,
     /// Where compiled components are cached, keyed by content and engine.
     pub cache_dir: PathBuf,
@@ -45,9 +50,12 @@ pub struct ServerConfig {
     pub long_running_slots: Option<u32>,
     /// A call that has run this long counts as long-running.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub long_running_after: Duration,
     /// Tools per `tools/list` page.
     pub page_size: usize,
+    /// How `tools/call` reports a failure after resolution: `jsonrpc`
+    /// errors, or `result`s with `isError: true`.
     pub errors: ErrorStyle,
     /// `false` refuses every REST tool call with 403 (the explorer page says so).
     pub allow_execute: bool,
@@ -78,18 +86,22 @@ pub struct ServerConfig {
     /// long of its first byte, or of the connection opening for its first
     /// request; otherwise the connection is closed. `0s` = no limit.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub header_timeout: Duration,
     /// A request's body must arrive within this long of its head; otherwise
     /// 408 and the connection is closed. `0s` = no limit.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub body_timeout: Duration,
     /// A keep-alive connection waiting for its next request is closed after
     /// this long. `0s` = no limit.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub idle_timeout: Duration,
     /// A connection whose client takes none of the response for this long
     /// (one write blocked) is closed. `0s` = no limit.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub write_timeout: Duration,
     /// Connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
@@ -97,12 +109,15 @@ pub struct ServerConfig {
     pub max_sessions: usize,
     /// An MCP session unused for this long is forgotten (its id then gets 404).
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub session_timeout: Duration,
     /// After SIGTERM or Ctrl-C, how long running requests may go on before
     /// they are cancelled and the process exits.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub shutdown_grace: Duration,
-    /// Tool-definition pinning per MCP session (see `Pinning`).
+    /// What happens when a tool's definition changes under a live MCP
+    /// session: `off`, `warn` (logged and marked) or `block`.
     pub pinning: Pinning,
     /// The key that seals the `requestState` of 2026-07-28 input-required
     /// rounds (HMAC-SHA256); may be `{{ env.VAR }}` or `{{ file./path }}`.
@@ -151,6 +166,19 @@ impl std::str::FromStr for TrustedProxy {
     }
 }
 
+impl JsonSchema for TrustedProxy {
+    fn schema_name() -> Cow<'static, str> {
+        "TrustedProxy".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "An address (\"10.0.0.5\") or a CIDR block (\"10.0.0.0/8\", \"fd00::/8\")."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for TrustedProxy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TrustedProxy, D::Error> {
         String::deserialize(d)?
@@ -159,12 +187,16 @@ impl<'de> Deserialize<'de> for TrustedProxy {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// What `tools/list` shows.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CatalogMode {
+    /// Every tool.
     #[default]
     Full,
+    /// Only the meta-tools `search_tools`, `read_tool` and `call_tool`.
     Meta,
+    /// Every tool and the meta-tools.
     Both,
 }
 

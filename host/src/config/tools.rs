@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::db::DbConfig;
@@ -12,13 +13,17 @@ use super::rate::RateLimit;
 
 /// A `[[tools]]` entry: limit overrides for a plugin's tool, or, with
 /// `statement`, a whole DB tool.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
+    /// The tool's name in the catalog (after any plugin prefix).
     pub name: String,
+    /// Overrides of the plugin's and the global limits for this tool.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// A DB tool's display name.
     pub title: Option<String>,
+    /// A DB tool's description, shown to clients and models.
     pub description: Option<String>,
     /// With `statement`, the entry is a DB tool: its connector, statement,
     /// inputs, cache, read-only rule and row cap.
@@ -58,7 +63,7 @@ pub struct ToolConfig {
 }
 
 /// Whether a tool's calls become tasks (`[[tools]] task`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskSupport {
     /// A task for a client that declared the extension, a plain call otherwise.
@@ -69,31 +74,38 @@ pub enum TaskSupport {
 
 /// `auth = { plugin = "...", policy = {...} }`, or `auth = "none"` to opt a
 /// tool out of the server-wide default.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum AuthSetting {
     Plugin(AuthConfig),
     Keyword(AuthKeyword),
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// `auth = "none"`: no auth check, whatever `[auth]` says.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthKeyword {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// An auth check: the auth plugin that decides, and its policy.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
+    /// The auth plugin (its file stem).
     pub plugin: String,
     /// Passed to the plugin as JSON.
     #[serde(default)]
     pub policy: serde_json::Map<String, serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `mappers = { input = "...", output = "..." }`: mapper plugins (by file
+/// stem) around a tool.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MapperConfig {
+    /// Rewrites the arguments before the call.
     pub input: Option<String>,
+    /// Rewrites the result after it.
     pub output: Option<String>,
 }

@@ -3,18 +3,20 @@
 
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `[trust]`: `keys` (PEM public keys, as `cosign generate-key-pair`
 /// writes `cosign.pub`) and what every `oci://` source must carry.
 /// Files in `plugins/` are the operator's own: `require` does not apply to
 /// them (`hangar check` shows them as local files, unverified).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrustConfig {
     /// Key files, relative to the config file's folder.
     #[serde(default)]
     pub keys: Vec<PathBuf>,
+    /// What every `oci://` source must carry: `none`, `pinned` or `signed`.
     #[serde(default)]
     pub require: Require,
     /// The keys read from `keys` when the config was loaded (a bad key file
@@ -24,7 +26,7 @@ pub struct TrustConfig {
 }
 
 /// What an `oci://` source must carry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Require {
     /// Nothing: a signature is checked (and shown) when keys are set.

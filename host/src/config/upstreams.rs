@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// One upstream MCP server.
@@ -18,7 +19,7 @@ use serde::Deserialize;
 /// tools = ["forecast", "alerts"]
 /// max_response_bytes = 8388608
 /// ```
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// The server's MCP endpoint (`http://` or `https://`, verified against
@@ -31,6 +32,7 @@ pub struct UpstreamConfig {
     pub headers: BTreeMap<String, String>,
     /// How long one request (a call included) may take.
     #[serde(default = "default_timeout", with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub timeout: Duration,
     /// The most one answer may hold (a JSON body, or an SSE stream up to
     /// the answer, notifications included), counted as it arrives: past it
@@ -42,12 +44,14 @@ pub struct UpstreamConfig {
     /// How often its tool list is fetched again (`0s` = only on its
     /// `notifications/tools/list_changed`).
     #[serde(default = "default_refresh", with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub refresh: Duration,
     /// Consecutive failures (unreachable, timeout, 5xx) that open the circuit breaker.
     #[serde(default = "default_failures")]
     pub breaker_failures: u32,
     /// How long an open breaker fails calls fast before one is let through again.
     #[serde(default = "default_cooldown", with = "humantime_serde")]
+    #[schemars(with = "super::schema::Humantime")]
     pub breaker_cooldown: Duration,
 }
 
@@ -73,7 +77,7 @@ fn default_cooldown() -> Duration {
 
 /// What `[server] pinning` does when a tool's definition changes under a
 /// live session (a known tool-poisoning vector).
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Pinning {
     /// Definitions are not pinned.
