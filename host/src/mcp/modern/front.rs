@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::meta::RequestMeta;
 use super::result::complete;
 use super::rounds::Rounds;
-use super::state::{StateKey, digest};
+use super::state::{StateKey, caller, digest};
 use super::tasks::Tasks;
 use crate::kv::KvStore;
 use crate::mcp::jsonrpc::{self, RpcError};
@@ -77,19 +77,13 @@ impl ModernRequest<'_> {
     /// names, its arguments and the credentials sent, so a state cannot be
     /// replayed on another request or by another caller.
     fn binding(&self, req: &Request<'_>, name: &str, args: &Value) -> String {
-        let credential = |h: &str| {
-            req.headers
-                .get(h)
-                .and_then(|v| v.to_str().ok())
-                .map_or(Value::Null, |v| json!(v))
-        };
-        let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
+        let [authorization, api_key, subject] = caller(req);
         digest(&[
             &json!(self.method),
             &json!(name),
             args,
-            &credential("authorization"),
-            &credential("x-api-key"),
+            &authorization,
+            &api_key,
             &subject,
         ])
     }

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// How long a client has to answer a round.
@@ -88,6 +88,19 @@ fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Who sends a request, as digests bind it: its `authorization` and
+/// `x-api-key` headers and its bearer token's subject.
+pub(super) fn caller(req: &crate::mcp::request::Request<'_>) -> [Value; 3] {
+    let header = |h: &str| {
+        req.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .map_or(Value::Null, |v| json!(v))
+    };
+    let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
+    [header("authorization"), header("x-api-key"), subject]
 }
 
 /// A stable digest of some JSON (hex SHA-256 of its text).

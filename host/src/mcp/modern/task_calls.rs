@@ -12,7 +12,7 @@ use super::codes::MISSING_CAPABILITY;
 use super::front::Modern;
 use super::meta::RequestMeta;
 use super::result::server_info;
-use super::state::digest;
+use super::state::{caller, digest};
 use super::tasks::{EXTENSION, POLL_INTERVAL_MS, Record, Status, TAG_LEN, TTL_MS, Tasks, now};
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::reply::{json_response, reply};
@@ -54,19 +54,8 @@ pub(super) fn missing_extension(req: &Request<'_>, why: &str) -> Response {
 
 /// Digest of the credentials a request carries: who owns a task.
 pub(super) fn owner(req: &Request<'_>) -> String {
-    let credential = |h: &str| {
-        req.headers
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .map_or(Value::Null, |v| json!(v))
-    };
-    let subject = req.token.as_ref().map_or(Value::Null, |t| json!(t.subject));
-    digest(&[
-        &json!("task-owner"),
-        &credential("authorization"),
-        &credential("x-api-key"),
-        &subject,
-    ])
+    let [authorization, api_key, subject] = caller(req);
+    digest(&[&json!("task-owner"), &authorization, &api_key, &subject])
 }
 
 /// Whether a modern `tools/call` is answered here: as a task (the tool
