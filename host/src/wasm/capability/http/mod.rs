@@ -96,8 +96,14 @@ impl Capability for Http {
     }
 
     fn per_call(access: &Arc<HttpAccess>, call: &CallSetup<'_>) -> anyhow::Result<CallHttp> {
-        let mut hooks = HttpCall::new(call.plugin.clone(), access.clone());
-        hooks.start_call(call.trace_id, call.limits.max_http_bytes, call.deadline);
+        let hooks = HttpCall {
+            plugin: call.plugin.clone(),
+            access: access.clone(),
+            deadline: call.deadline,
+            trace_id: call.trace_id.map(str::to_owned),
+            budget: Arc::new(ByteBudget::new(call.limits.max_http_bytes)),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        };
         Ok(CallHttp {
             ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks,
@@ -157,17 +163,6 @@ pub struct HttpCall {
 }
 
 impl HttpCall {
-    pub fn new(plugin: Arc<str>, access: Arc<HttpAccess>) -> HttpCall {
-        HttpCall {
-            plugin,
-            access,
-            deadline: Instant::now(),
-            trace_id: None,
-            budget: Arc::new(ByteBudget::new(0)),
-            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
-        }
-    }
-
     /// Readies the state for a call: its trace id, byte budget and deadline.
     pub fn start_call(&mut self, trace_id: Option<&str>, max_bytes: u64, deadline: Instant) {
         self.deadline = deadline;
