@@ -72,6 +72,73 @@ build_plugins() {
   build_plain_js_plugins
 }
 
+# The host's toolchain. wasmtime 49 needs Rust 1.96 (`rust-version` in
+# host/Cargo.toml); the guests build with the default rustup toolchain, which
+# has the wasm32 targets. `host_toolchain` picks, once per run:
+#   1. the default toolchain, if it is 1.96 or newer;
+#   2. rustup's 1.96.0, installed (with clippy and rustfmt) if missing;
+#   3. Debian's rustc-web/cargo-web (1.96 on bookworm-security), installed by
+#      apt where rustup cannot download, linked as the rustup toolchain `deb`;
+#   4. else it stops, naming the minimum.
+# The choice is exported as RUSTUP_TOOLCHAIN by `host_cargo` only, so the
+# guests' cargo runs are untouched.
+HOST_RUST_MIN="${HOST_RUST_MIN:-1.96}"
+HOST_RUST_PIN="${HOST_RUST_PIN:-1.96.0}"
+
+# True when `rustc --version` output $1 is at least $HOST_RUST_MIN.
+rust_new_enough() {
+  local v
+  v="$(sed -E -n 's/^rustc ([0-9]+\.[0-9]+)\..*/\1/p' <<<"$1")"
+  [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$HOST_RUST_MIN" "$v" | sort -V | head -1)" = "$HOST_RUST_MIN" ]
+}
+
+host_toolchain() {
+  [ -n "${HOST_TOOLCHAIN+set}" ] && return 0
+  if rust_new_enough "$(rustc --version 2>/dev/null)"; then
+    HOST_TOOLCHAIN=""
+  elif rust_new_enough "$(rustup run "$HOST_RUST_PIN" rustc --version 2>/dev/null)" \
+    || { log "the default Rust is older than $HOST_RUST_MIN: installing $HOST_RUST_PIN with rustup"
+         rustup toolchain install "$HOST_RUST_PIN" --profile minimal --component clippy,rustfmt >&2; }; then
+    HOST_TOOLCHAIN="$HOST_RUST_PIN"
+  elif rust_new_enough "$(/usr/bin/rustc --version 2>/dev/null)" \
+    || { command -v apt-get >/dev/null \
+         && log "installing Debian's rustc-web and cargo-web (Rust $HOST_RUST_MIN)" \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rustc-web cargo-web >&2 \
+         && rust_new_enough "$(/usr/bin/rustc --version 2>/dev/null)"; }; then
+    rustup toolchain link deb /usr
+    HOST_TOOLCHAIN=deb
+  else
+    log "Hangar's host needs Rust $HOST_RUST_MIN or newer; found $(rustc --version 2>/dev/null || echo none)."
+    log "Install it (rustup toolchain install $HOST_RUST_PIN, or Debian's rustc-web and cargo-web) and run again."
+    exit 1
+  fi
+  export HOST_TOOLCHAIN
+  log "host toolchain: $(RUSTUP_TOOLCHAIN="${HOST_TOOLCHAIN:-${RUSTUP_TOOLCHAIN:-}}" rustc --version)${HOST_TOOLCHAIN:+ (rustup toolchain $HOST_TOOLCHAIN)}"
+}
+
+# cargo with the host's toolchain (see `host_toolchain`).
+host_cargo() {
+  host_toolchain
+  if [ -n "$HOST_TOOLCHAIN" ]; then
+    RUSTUP_TOOLCHAIN="$HOST_TOOLCHAIN" cargo "$@"
+  else
+    cargo "$@"
+  fi
+}
+
+# cargo clippy with the host's toolchain. Debian's rustc-web has no clippy:
+# there the lints run with the default toolchain's, told to ignore the
+# `rust-version` it is older than (a check, not a build).
+host_clippy() {
+  host_toolchain
+  if [ "$HOST_TOOLCHAIN" = deb ] && ! RUSTUP_TOOLCHAIN=deb cargo clippy --version >/dev/null 2>&1; then
+    log "the host toolchain (Debian's rustc-web) has no clippy: linting with $(rustc --version)"
+    cargo clippy --ignore-rust-version "$@"
+  else
+    host_cargo clippy "$@"
+  fi
+}
+
 # Builds the Rust guests only (no python3 or npm needed): the examples into
 # plugins/, the test guests into target/test-plugins.
 build_rust_plugins() {
@@ -176,5 +243,6 @@ build_plain_js_plugins() {
 
 build_host() {
   log "building hangar (release)"
-  (cd "$ROOT" && cargo build --quiet --release -p hangar)
+  host_toolchain
+  (cd "$ROOT" && host_cargo build --quiet --release -p hangar)
 }
