@@ -48,7 +48,8 @@ pub struct ServerConfig {
     /// How many long-running calls may run guest code at once; the others
     /// wait their turn at each epoch tick. Default: CPU cores − 1, at least 1.
     pub long_running_slots: Option<u32>,
-    /// A call that has run this long counts as long-running.
+    /// A call whose guest code has run this long (in epoch ticks run into,
+    /// not time spent waiting) counts as long-running.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "super::schema::Humantime")]
     pub long_running_after: Duration,

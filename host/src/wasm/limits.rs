@@ -33,9 +33,13 @@ pub fn arm(
     // Set when the store's state was readied for this call, a moment ago
     // (`GuestState::new` / `reset_for_call`), so its capabilities know it too.
     let deadline = store.data().deadline;
-    let started = Instant::now();
     let turn = store.data().turn.clone();
     let (sched, cancel) = (sched.clone(), cancel.clone());
+    // Ticks this call's guest code has run into: what makes it long-running
+    // is the CPU it took, not how long it waited for its turns (a call
+    // counted long by its age would, under load, queue behind the long lane
+    // for having waited — see `Scheduler::is_long`).
+    let mut ran: u32 = 0;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         let now = Instant::now();
@@ -43,7 +47,8 @@ pub fn arm(
             return Ok(UpdateDeadline::Interrupt);
         }
         turn.release();
-        let long = sched.is_long(now.duration_since(started));
+        ran = ran.saturating_add(1);
+        let long = sched.is_long(ran);
         if turn.try_take(&sched, long) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest

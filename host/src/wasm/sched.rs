@@ -10,11 +10,17 @@
 //!   still running at a tick needs a CPU permit to run the next one; there
 //!   are `long_running_slots` of them (cores − 1 by default), so guests past
 //!   their first tick leave a core to short calls, which finish before their
-//!   first tick or wait at most a tick. Calls older than
-//!   `long_running_after` also need a long-running permit first (as many),
-//!   so at most that many of them queue for the CPU: a young call waits
-//!   behind at most one slice of each, never behind every runaway. A free
-//!   permit is taken without waiting.
+//!   first tick or wait at most a tick. Calls whose guest code has run for
+//!   `long_running_after` (counted in ticks it ran into, not in time since
+//!   it started) also need a long-running permit first (as many), so at
+//!   most that many of them queue for the CPU: a young call waits behind at
+//!   most one slice of each, never behind every runaway.
+//! - **Arrival order.** Every wait is a tokio semaphore's, which serves its
+//!   waiters first come, first served, and hands out no free permit while
+//!   any waits: calls waiting for a slot, a cap or a CPU turn are served in
+//!   the order they asked. A call only waiting its turns never becomes
+//!   long-running by waiting, so a saturated server is a round robin of one
+//!   tick a turn, not a queue that the oldest calls starve in.
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,7 +76,8 @@ pub struct Scheduler {
     cpu: Arc<Semaphore>,
     /// Held by calls older than `long_after` while they queue for `cpu`.
     long: Arc<Semaphore>,
-    long_after: Duration,
+    /// `long_running_after`, in epoch ticks run.
+    long_after_ticks: u32,
     /// Slot counts of the two pools, to tell how many are in use.
     tool_max: u32,
     stage_max: u32,
@@ -86,7 +93,7 @@ impl Scheduler {
             stage_slots: Arc::new(Semaphore::new(opts.stage_instances as usize)),
             cpu: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
-            long_after: opts.long_running_after,
+            long_after_ticks: ticks(opts.long_running_after),
             tool_max: tools,
             stage_max: opts.stage_instances,
             ticking,
@@ -137,10 +144,19 @@ impl Scheduler {
             .ok_or_else(|| busy(stage, format!("no free instance slot for {what}")))
     }
 
-    /// Whether a call that has run for `elapsed` counts as long-running.
-    pub(super) fn is_long(&self, elapsed: Duration) -> bool {
-        elapsed >= self.long_after
+    /// Whether a call whose guest code has run into `ran` epoch ticks
+    /// counts as long-running.
+    pub(super) fn is_long(&self, ran: u32) -> bool {
+        ran >= self.long_after_ticks
     }
+}
+
+/// `after` in whole epoch ticks, at least one.
+fn ticks(after: Duration) -> u32 {
+    let tick = super::engine::EPOCH_TICK.as_nanos().max(1);
+    u32::try_from(after.as_nanos().div_ceil(tick))
+        .unwrap_or(u32::MAX)
+        .max(1)
 }
 
 /// A `max_concurrent` cap shared by the calls it governs (a plugin's, or one tool's).
@@ -257,6 +273,51 @@ impl LaneTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_running_after_counts_ticks_run() {
+        assert_eq!(ticks(Duration::from_millis(20)), 20);
+        assert_eq!(ticks(Duration::from_micros(1500)), 2);
+        assert_eq!(ticks(Duration::ZERO), 1, "at least one tick");
+    }
+
+    /// Turns that wait for the one CPU permit get it in the order they
+    /// asked.
+    #[tokio::test]
+    async fn cpu_turns_are_served_in_arrival_order() {
+        let ticker = super::super::engine::EpochTicker::start(&wasmtime::Engine::default());
+        let sched = Scheduler::new(
+            SchedOptions::new(8, Some(2), Some(1), Duration::from_millis(20)),
+            ticker.ticking(),
+        );
+        let holder = LaneTurn::default();
+        assert!(holder.try_take(&sched, false), "the free permit is taken at once");
+        let later = Instant::now() + Duration::from_secs(30);
+        let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let mut turns = Vec::new();
+        for i in 0..5u32 {
+            let turn = LaneTurn::default();
+            assert!(!turn.try_take(&sched, false), "no free permit while one is held");
+            let wait = turn.wait(&sched, false, later, CancelToken::default());
+            let (turn2, served) = (turn.clone(), served.clone());
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
+                served.send(i).unwrap();
+                // Holds its turn a moment, then gives it to the next.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                turn2.release();
+            });
+            turns.push(turn);
+            // Let this waiter enqueue before the next one asks.
+            tokio::task::yield_now().await;
+        }
+        holder.release();
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got.push(order.recv().await.unwrap());
+        }
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    }
 
     #[tokio::test]
     async fn a_call_short_of_a_slot_takes_back_the_slot_of_this_workers_spent_instance() {
