@@ -87,14 +87,15 @@ def main():
             b = [s[key][metric] for s in samples["B"]]
             ratios = [y / x for x, y in zip(a, b) if x]
             unit = {"rps": "req/s", "p50": "ms p50", "p99": "ms p99", "ms": "ms"}[metric]
-            print(f"| {key}, {unit} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | "
+            places = 0 if metric in ("rps", "ms") else 3
+            print(f"| {key}, {unit} | {statistics.median(a):.{places}f} | {statistics.median(b):.{places}f} | "
                   f"**{statistics.median(ratios):.3f}** ({min(ratios):.2f}–{max(ratios):.2f}) |")
 
 
 def fmt(sample):
     if "ms" in sample:
         return f"{sample['ms']:.0f} ms"
-    return f"{sample['rps']:.0f}/s p50 {sample['p50']:.2f} p99 {sample['p99']:.2f}"
+    return f"{sample['rps']:.0f}/s p50 {sample['p50']:.3f} p99 {sample['p99']:.3f}"
 
 
 if __name__ == "__main__":
