@@ -61,7 +61,7 @@ struct FrontCall {
     cancel: CancelToken,
 }
 
-pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
+pub(super) async fn tools_call(st: &McpState, mut req: Request<'_>) -> Response {
     let Some(name) = req
         .params
         .get("name")
@@ -70,7 +70,9 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     else {
         return req.fail(&RpcError::invalid_params("tools/call needs a tool name"));
     };
-    let args = req.params.get("arguments").cloned().unwrap_or(Value::Null);
+    // Taken out of the request, not copied: nothing reads them there again
+    // (a front's rounds are handed them beside the request).
+    let args = req.params.remove("arguments").unwrap_or(Value::Null);
     if !(args.is_object() || args.is_null()) {
         return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
