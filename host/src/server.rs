@@ -109,12 +109,17 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         pipeline: hangar.pipeline.clone(),
         body_timeout: Some(server.body_timeout).filter(|t| !t.is_zero()),
     }));
+    // `/mcp` checks the Host/Origin policy itself and answers in JSON-RPC;
+    // `/uploads` is checked here, before its door. Each route gets only its
+    // own layers: a layer on the merged router would run (and clone its
+    // boxed service) on every `/mcp` request too.
+    let uploads =
+        door(uploads, true).layer(middleware::from_fn_with_state(policy.clone(), origin_guard));
     let mcp_routes = door(
-        mcp::router(mcp_state.clone(), modern)
-            .layer(read_body)
-            .merge(uploads),
+        mcp::router(mcp_state.clone(), modern).layer(read_body),
         true,
-    );
+    )
+    .merge(uploads);
     let metadata = oauth.as_ref().map(crate::oauth::routes).unwrap_or_default();
     let health = Arc::new(probes::HealthState {
         health: Health::live(
@@ -145,8 +150,6 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         .merge(files::artifacts_router(hangar.files.clone()))
         .route("/healthz", get(probes::healthz).with_state(health))
         .layer(middleware::from_fn_with_state(policy.clone(), origin_guard));
-    // /mcp checks the Host/Origin policy itself; /uploads is behind it here.
-    let mcp_routes = mcp_routes.layer(middleware::from_fn_with_state(policy, uploads_origin_guard));
     let router = Router::new()
         .merge(mcp_routes)
         .merge(metadata)
@@ -245,19 +248,6 @@ async fn shutdown() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down");
-}
-
-/// The Host/Origin check for `/uploads`, which shares its router with
-/// `/mcp` (that one answers refusals in JSON-RPC itself).
-async fn uploads_origin_guard(
-    State(policy): State<Arc<OriginPolicy>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if req.uri().path() == "/uploads" {
-        return origin_guard(State(policy), req, next).await;
-    }
-    next.run(req).await
 }
 
 /// Refuses requests whose Host or Origin is not allowed (DNS rebinding).

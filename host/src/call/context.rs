@@ -47,10 +47,20 @@ impl CallContext {
         CallContext {
             trace_id: traceparent
                 .and_then(trace_id_of)
-                .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()),
+                .unwrap_or_else(fresh_trace_id),
             ..CallContext::default()
         }
     }
+}
+
+/// A fresh trace id: a random UUID as 32 lower-case hex digits, written
+/// straight into its string (not through `Display`'s formatter).
+fn fresh_trace_id() -> String {
+    let mut digits = [0u8; uuid::fmt::Simple::LENGTH];
+    uuid::Uuid::new_v4()
+        .simple()
+        .encode_lower(&mut digits)
+        .to_owned()
 }
 
 /// The trace id of a `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`).

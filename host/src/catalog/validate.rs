@@ -64,8 +64,11 @@ impl ArgsValidator {
             other => other,
         };
         if let Value::Object(map) = &mut args {
+            // The name is copied only for a default that is applied.
             for (name, default) in &self.defaults {
-                map.entry(name.clone()).or_insert_with(|| default.clone());
+                if !map.contains_key(name) {
+                    map.insert(name.clone(), default.clone());
+                }
             }
         }
         let mut problems: Vec<String> = Vec::new();
@@ -73,6 +76,12 @@ impl ArgsValidator {
             for name in map.keys().filter(|k| !declared.contains(*k)) {
                 problems.push(format!("/{name}: not a declared argument"));
             }
+        }
+        // Valid arguments (nearly every call) are told by the validator's
+        // boolean check, which builds no error list; the errors are
+        // collected only for arguments that fail it.
+        if problems.is_empty() && self.validator.is_valid(&args) {
+            return Ok(args);
         }
         for error in self.validator.iter_errors(&args) {
             let path = error.instance_path().to_string();

@@ -34,7 +34,9 @@ struct Running {
     id: Value,
     trace_id: String,
     progress_token: Option<Value>,
-    events: mpsc::Receiver<CallEvent>,
+    /// The call's events; `None` when it can send none (no logs asked for,
+    /// no progress token, no question it may put): then no channel is made.
+    events: Option<mpsc::Receiver<CallEvent>>,
     /// The call's sink, read at the end for the count of dropped events.
     sink: EventSink,
     task: JoinHandle<CallOutcome>,
@@ -59,7 +61,7 @@ struct FrontCall {
     cancel: CancelToken,
 }
 
-pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
+pub(super) async fn tools_call(st: &McpState, mut req: Request<'_>) -> Response {
     let Some(name) = req
         .params
         .get("name")
@@ -68,7 +70,9 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     else {
         return req.fail(&RpcError::invalid_params("tools/call needs a tool name"));
     };
-    let args = req.params.get("arguments").cloned().unwrap_or(Value::Null);
+    // Taken out of the request, not copied: nothing reads them there again
+    // (a front's rounds are handed them beside the request).
+    let args = req.params.remove("arguments").unwrap_or(Value::Null);
     if !(args.is_object() || args.is_null()) {
         return req.fail(&RpcError::invalid_params("arguments must be an object"));
     }
@@ -79,7 +83,6 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         .cloned();
 
     let sse = req.accepts_sse();
-    let (tx, rx) = mpsc::channel(EVENT_CHANNEL);
     let mut cx = req.context(st);
     let min_log = match req.front {
         // A request through a front opts in to logs itself.
@@ -107,7 +110,18 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
         }
         (Some(session), true) => session.askable(),
     };
-    cx.events = EventSink::new(tx, min_log, sse && progress_token.is_some()).with_askable(askable);
+    let progress = sse && progress_token.is_some();
+    // A call that can send no event (most: no logs asked for, no progress
+    // token, no client to ask) gets a sink with no channel behind it, and
+    // keeps its context's budget.
+    let rx = if min_log.is_some() || progress || matches!(askable, Askable::Yes { .. }) {
+        let (tx, rx) = mpsc::channel(EVENT_CHANNEL);
+        cx.events = EventSink::new(tx, min_log, progress).with_askable(askable);
+        Some(rx)
+    } else {
+        cx.events = std::mem::take(&mut cx.events).with_askable(askable);
+        None
+    };
 
     let cx_cancel = cx.cancel.clone();
     let mut running = Running {
@@ -143,7 +157,7 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
     loop {
         tokio::select! {
             biased;
-            Some(event) = running.events.recv() => {
+            Some(event) = next_event(&mut running.events) => {
                 if let Some(first) = running.message(event) {
                     return stream(running, first);
                 }
@@ -160,6 +174,14 @@ pub(super) async fn tools_call(st: &McpState, req: Request<'_>) -> Response {
                 };
             }
         }
+    }
+}
+
+/// The call's next event; never, for a call that has no channel.
+async fn next_event(events: &mut Option<mpsc::Receiver<CallEvent>>) -> Option<CallEvent> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -296,14 +318,14 @@ fn stream(running: Running, first: Bytes) -> Response {
         let mut r = state?;
         tokio::select! {
             biased;
-            Some(event) = r.events.recv() => {
+            Some(event) = next_event(&mut r.events) => {
                 let frame = r.message(event).unwrap_or_default();
                 Some((Ok::<_, Infallible>(frame), Some(r)))
             }
             joined = &mut r.task => {
                 // Events still queued, then the one notice of what was dropped, then the result.
                 let mut frames = Vec::new();
-                while let Ok(event) = r.events.try_recv() {
+                while let Some(Ok(event)) = r.events.as_mut().map(mpsc::Receiver::try_recv) {
                     if let Some(frame) = r.message(event) {
                         frames.extend_from_slice(&frame);
                     }

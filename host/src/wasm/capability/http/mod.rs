@@ -101,8 +101,8 @@ impl Capability for Http {
             access: access.clone(),
             deadline: call.deadline,
             trace_id: call.trace_id.map(str::to_owned),
-            budget: Arc::new(ByteBudget::new(call.limits.max_http_bytes)),
-            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            max_bytes: call.limits.max_http_bytes,
+            bounds: None,
         };
         Ok(CallHttp {
             ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
@@ -158,8 +158,11 @@ pub struct HttpCall {
     access: Arc<HttpAccess>,
     deadline: Instant,
     trace_id: Option<String>,
-    budget: Arc<ByteBudget>,
-    in_flight: Arc<Semaphore>,
+    /// The call's `max_http_bytes`.
+    max_bytes: u64,
+    /// The call's byte budget and its requests in flight, made on its first
+    /// request: most calls make none, and pay nothing for them.
+    bounds: Option<(Arc<ByteBudget>, Arc<Semaphore>)>,
 }
 
 impl HttpCall {
@@ -167,8 +170,21 @@ impl HttpCall {
     pub fn start_call(&mut self, trace_id: Option<&str>, max_bytes: u64, deadline: Instant) {
         self.deadline = deadline;
         self.trace_id = trace_id.map(str::to_owned);
-        self.budget = Arc::new(ByteBudget::new(max_bytes));
-        self.in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        self.max_bytes = max_bytes;
+        self.bounds = None;
+    }
+
+    /// The call's byte budget and request slots, made on first use.
+    fn bounds(&mut self) -> (Arc<ByteBudget>, Arc<Semaphore>) {
+        let max_bytes = self.max_bytes;
+        self.bounds
+            .get_or_insert_with(|| {
+                (
+                    Arc::new(ByteBudget::new(max_bytes)),
+                    Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+                )
+            })
+            .clone()
     }
 
     /// Checks a request against the grants and answers the address to
@@ -248,7 +264,7 @@ impl WasiHttpHooks for HttpCall {
         _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Sent {
         let (plugin, access) = (self.plugin.clone(), self.access.clone());
-        let (budget, in_flight) = (self.budget.clone(), self.in_flight.clone());
+        let (budget, in_flight) = self.bounds();
         let left = self.deadline.saturating_duration_since(Instant::now());
         if let Some(trace_id) = &self.trace_id
             && let Ok(value) = format!("00-{trace_id}-{:016x}-01", rand_span_id()).parse()
