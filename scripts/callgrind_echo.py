@@ -2,7 +2,8 @@
 valgrind (max_instances = 2: valgrind cannot reserve a larger pool), 300
 calls of warm-up on one connection, counters zeroed, 2000 calls, dumped.
   python3 scripts/callgrind_echo.py HANGAR_BIN TAG [TOOL]    (output in /tmp/cg/TAG)
-TOOL is `echo` (the tool world's) by default, or `typed-echo.echo`: the same
+TOOL is `echo` (the tool world's) by default, `pipeline` (echo behind the
+bench's api-key auth and normalize/redact mappers), or `typed-echo.echo`: the same
 echo as a plain component's typed export (tests' typed-echo, from
 target/test-plugins). Both are loaded either way.
 Repeatable to the instruction for the same binary, whatever else runs."""
@@ -14,7 +15,20 @@ shutil.rmtree(work, ignore_errors=True); os.makedirs(work + "/plugins")
 root = os.path.join(os.path.dirname(__file__), "..")
 shutil.copy(os.path.join(root, "plugins", "echo.wasm"), work + "/plugins/echo.wasm")
 shutil.copy(os.path.join(root, "target", "test-plugins", "typed-echo.wasm"), work + "/plugins/typed-echo.wasm")
-open(work + "/h.toml", "w").write('[server]\ncache_dir = "/tmp/cg/cache"\nmax_instances = 2\n')
+config = '[server]\ncache_dir = "/tmp/cg/cache"\nmax_instances = 2\n'
+h = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+if tool == "pipeline":
+    # The bench's 4-stage pipeline: api-key auth, normalize, echo, redact
+    # (four fresh instances a call; max_instances leaves room for them).
+    for name in ("api-key", "normalize", "redact"):
+        shutil.copy(os.path.join(root, "plugins", f"{name}.wasm"), f"{work}/plugins/{name}.wasm")
+    config = config.replace("max_instances = 2", "max_instances = 4") + (
+        '[plugins.api-key]\nconfig = { keys = "bench=bench-key" }\n'
+        '[[tools]]\nname = "echo"\nauth = { plugin = "api-key" }\n'
+        'mappers = { input = "normalize", output = "redact" }\n')
+    h["x-api-key"] = "bench-key"
+    tool = "echo"
+open(work + "/h.toml", "w").write(config)
 port = 18000 + (hash(tag) % 1000)
 env = {**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1"}
 args = [binary, "serve", "--config", work + "/h.toml", "--listen", f"127.0.0.1:{port}", "--plugins", work + "/plugins"]
@@ -35,7 +49,6 @@ p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={ou
                      stdout=subprocess.DEVNULL, stderr=open(work + "/vg.log", "w"))
 up()
 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hello"}}})
-h = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 def calls(n):
     for _ in range(n):
