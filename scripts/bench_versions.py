@@ -38,17 +38,20 @@ def plugins_dir():
     return d
 
 
-def one_round(binary, plugins, seconds, scripts, many, extra, tag):
-    """Every scenario against fresh servers of `binary`: {scenario: sample}."""
+def one_round(binary, plugins, seconds, scripts, many, extra, tag, only):
+    """Every scenario (or those named by `only`) against fresh servers of `binary`: {scenario: sample}."""
     bench.HANGAR = Path(binary)
     out = {}
-    cold = bench.start_hangar(many, WORK / f"cold-{tag}", extra)
-    out["cold start, 20 plugins (ms)"] = {"ms": cold.startup * 1000}
-    cold.stop()
-    shutil.rmtree(WORK / f"cold-{tag}", ignore_errors=True)
+    if not only:
+        cold = bench.start_hangar(many, WORK / f"cold-{tag}", extra)
+        out["cold start, 20 plugins (ms)"] = {"ms": cold.startup * 1000}
+        cold.stop()
+        shutil.rmtree(WORK / f"cold-{tag}", ignore_errors=True)
     server = bench.start_hangar(plugins, WORK / f"cache-{Path(binary).name}-{tag}")
     try:
         for name, body, headers, conns in LOADS:
+            if only and only not in name:
+                continue
             check_once(server.url + "/mcp", body, headers)
             wrk(server.url + "/mcp", scripts[name], 1, conns, threads=min(2, conns))
             out[name] = wrk(server.url + "/mcp", scripts[name], seconds, conns, threads=min(2, conns))
@@ -63,6 +66,7 @@ def main():
     ap.add_argument("b")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--only", help="only the load scenarios whose name contains this (no cold start)")
     args = ap.parse_args()
     bench.psql("CREATE TABLE IF NOT EXISTS bench_items (id int PRIMARY KEY, name text NOT NULL)")
     plugins = plugins_dir()
@@ -72,7 +76,7 @@ def main():
     for r in range(args.rounds):
         order = [("A", args.a), ("B", args.b)]
         for side, binary in order[::-1] if r % 2 else order:
-            samples[side].append(one_round(binary, plugins, args.seconds, scripts, many, extra, f"{side}{r}"))
+            samples[side].append(one_round(binary, plugins, args.seconds, scripts, many, extra, f"{side}{r}", args.only))
         a, b = samples["A"][-1], samples["B"][-1]
         print(f"round {r}: " + "; ".join(
             f"{k}: A {fmt(a[k])} B {fmt(b[k])}" for k in a), flush=True)
