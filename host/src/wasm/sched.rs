@@ -291,13 +291,19 @@ mod tests {
             ticker.ticking(),
         );
         let holder = LaneTurn::default();
-        assert!(holder.try_take(&sched, false), "the free permit is taken at once");
+        assert!(
+            holder.try_take(&sched, false),
+            "the free permit is taken at once"
+        );
         let later = Instant::now() + Duration::from_secs(30);
         let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
         let mut turns = Vec::new();
         for i in 0..5u32 {
             let turn = LaneTurn::default();
-            assert!(!turn.try_take(&sched, false), "no free permit while one is held");
+            assert!(
+                !turn.try_take(&sched, false),
+                "no free permit while one is held"
+            );
             let wait = turn.wait(&sched, false, later, CancelToken::default());
             let (turn2, served) = (turn.clone(), served.clone());
             tokio::spawn(async move {
