@@ -273,6 +273,18 @@ impl LaneTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wasm::engine::EpochTicker;
+
+    /// A scheduler of `max_instances` slots (2 kept for stages) and one CPU
+    /// permit, with the ticker it needs kept alive beside it.
+    fn scheduler(max_instances: u32) -> (EpochTicker, Arc<Scheduler>) {
+        let ticker = EpochTicker::start(&wasmtime::Engine::default());
+        let sched = Scheduler::new(
+            SchedOptions::new(max_instances, Some(2), Some(1), Duration::from_millis(20)),
+            ticker.ticking(),
+        );
+        (ticker, sched)
+    }
 
     #[test]
     fn long_running_after_counts_ticks_run() {
@@ -285,11 +297,7 @@ mod tests {
     /// asked.
     #[tokio::test]
     async fn cpu_turns_are_served_in_arrival_order() {
-        let ticker = super::super::engine::EpochTicker::start(&wasmtime::Engine::default());
-        let sched = Scheduler::new(
-            SchedOptions::new(8, Some(2), Some(1), Duration::from_millis(20)),
-            ticker.ticking(),
-        );
+        let (_ticker, sched) = scheduler(8);
         let holder = LaneTurn::default();
         assert!(
             holder.try_take(&sched, false),
@@ -297,7 +305,6 @@ mod tests {
         );
         let later = Instant::now() + Duration::from_secs(30);
         let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
-        let mut turns = Vec::new();
         for i in 0..5u32 {
             let turn = LaneTurn::default();
             assert!(
@@ -305,15 +312,14 @@ mod tests {
                 "no free permit while one is held"
             );
             let wait = turn.wait(&sched, false, later, CancelToken::default());
-            let (turn2, served) = (turn.clone(), served.clone());
+            let served = served.clone();
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
                 served.send(i).unwrap();
                 // Holds its turn a moment, then gives it to the next.
                 tokio::time::sleep(Duration::from_millis(2)).await;
-                turn2.release();
+                turn.release();
             });
-            turns.push(turn);
             // Let this waiter enqueue before the next one asks.
             tokio::task::yield_now().await;
         }
@@ -327,11 +333,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_short_of_a_slot_takes_back_the_slot_of_this_workers_spent_instance() {
-        let ticker = super::super::engine::EpochTicker::start(&wasmtime::Engine::default());
-        let sched = Scheduler::new(
-            SchedOptions::new(3, Some(2), Some(1), Duration::from_millis(20)),
-            ticker.ticking(),
-        );
+        let (_ticker, sched) = scheduler(3);
         let now = Instant::now;
         let held = sched
             .slot(Pool::Tools, now(), Stage::Handler)
