@@ -16,10 +16,10 @@ use crate::config::Limits;
 pub const GRACE: Duration = Duration::from_millis(5);
 
 /// Arms a store with fuel, the memory cap and a deadline that also honours
-/// cancellation. At every epoch tick the guest gives the CPU-lane permits it
-/// ran under back, yields to other tasks, and runs on only with permits for
-/// its next tick (see [`super::sched`]): at once when they are free,
-/// otherwise after waiting its turn.
+/// cancellation. At every epoch tick the guest yields to other tasks and
+/// runs on only with CPU-lane permits for its next tick (see
+/// [`super::sched`]): the ones it holds while no older call waits, free ones
+/// at once, otherwise after waiting its turn.
 pub fn arm(
     store: &mut Store<GuestState>,
     limits: &Limits,
@@ -40,16 +40,21 @@ pub fn arm(
     // counted long by its age would, under load, queue behind the long lane
     // for having waited — see `Scheduler::is_long`).
     let mut ran: u32 = 0;
+    // The call's age for its CPU turns (see [`super::sched`]): when the
+    // store was readied for it.
+    let since = deadline.checked_sub(limits.deadline).unwrap_or(deadline);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         let now = Instant::now();
         if cancel.is_cancelled() || now >= deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
-        turn.release();
         ran = ran.saturating_add(1);
         let long = sched.is_long(ran);
-        if turn.try_take(&sched, long) {
+        // A long call asks with the age of this tick: after every call
+        // already waiting, so it never keeps the lane from them.
+        let age = if long { now } else { since };
+        if turn.next_tick(&sched, long, age) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest
             // re-polled that way kept its worker from short calls).
@@ -58,7 +63,7 @@ pub fn arm(
                 Box::pin(tokio::task::yield_now()),
             ));
         }
-        let wait = turn.wait(&sched, long, deadline, cancel.clone());
+        let wait = turn.wait(&sched, long, age, deadline, cancel.clone());
         Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
     });
 }

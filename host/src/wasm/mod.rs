@@ -8,6 +8,7 @@ pub mod capability;
 mod convert;
 pub mod engine;
 mod guest;
+mod lane;
 mod limits;
 mod mapper;
 mod offered;

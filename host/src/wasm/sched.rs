@@ -15,18 +15,24 @@
 //!   it started) also need a long-running permit first (as many), so at
 //!   most that many of them queue for the CPU: a young call waits behind at
 //!   most one slice of each, never behind every runaway.
-//! - **Arrival order.** Every wait is a tokio semaphore's, which serves its
-//!   waiters first come, first served, and hands out no free permit while
-//!   any waits: calls waiting for a slot, a cap or a CPU turn are served in
-//!   the order they asked. A call only waiting its turns never becomes
-//!   long-running by waiting, so a saturated server is a round robin of one
-//!   tick a turn, not a queue that the oldest calls starve in.
+//! - **Arrival order.** Calls waiting for a slot or a cap are served in the
+//!   order they asked (a tokio semaphore's, which hands out no free permit
+//!   while any waits). CPU turns go to the oldest call first (a [`Lane`]):
+//!   at each tick a call keeps its turn unless an older one waits, so a
+//!   saturated lane finishes calls in the order they came, each as soon as
+//!   it can, rather than all of them late in a round robin of ticks. The
+//!   age is the stage's: when its store was readied for the call. A
+//!   long-running call waits with the age of the tick it asks at, so it
+//!   gets one tick after the calls already waiting and never holds the
+//!   lane from them; and a call only waiting its turns never becomes
+//!   long-running by waiting.
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::engine::{Running, Ticking};
+use super::lane::{Lane, LanePermit};
 use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How the scheduler is sized (from `[server]`).
@@ -72,8 +78,8 @@ pub enum Pool {
 pub struct Scheduler {
     tool_slots: Arc<Semaphore>,
     stage_slots: Arc<Semaphore>,
-    /// One tick of guest code each.
-    cpu: Arc<Semaphore>,
+    /// One tick of guest code each, oldest call first.
+    cpu: Arc<Lane>,
     /// Held by calls older than `long_after` while they queue for `cpu`.
     long: Arc<Semaphore>,
     /// `long_running_after`, in epoch ticks run.
@@ -91,7 +97,7 @@ impl Scheduler {
         Arc::new(Scheduler {
             tool_slots: Arc::new(Semaphore::new(tools as usize)),
             stage_slots: Arc::new(Semaphore::new(opts.stage_instances as usize)),
-            cpu: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
+            cpu: Lane::new(opts.long_running_slots as usize),
             long: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long_after_ticks: ticks(opts.long_running_after),
             tool_max: tools,
@@ -199,14 +205,15 @@ fn busy(stage: Stage, why: String) -> CallError {
 }
 
 /// A store's turn on the CPU lane: the permits it holds while it runs one
-/// tick, given back at the next tick (or when the store goes).
+/// tick, kept or given back at the next tick (and given back when the call
+/// or the store ends).
 #[derive(Clone, Default)]
 pub struct LaneTurn(Arc<Mutex<Held>>);
 
 #[derive(Default)]
 struct Held {
     long: Option<OwnedSemaphorePermit>,
-    cpu: Option<OwnedSemaphorePermit>,
+    cpu: Option<LanePermit>,
 }
 
 impl LaneTurn {
@@ -215,27 +222,31 @@ impl LaneTurn {
         *self.0.lock().unwrap() = Held::default();
     }
 
-    /// Takes the next tick's permits without waiting, if they are free
-    /// (none is free while others wait: tokio's semaphore hands permits out
-    /// in order). What it got is kept for [`LaneTurn::wait`].
-    pub fn try_take(&self, sched: &Scheduler, long: bool) -> bool {
+    /// At a tick: whether the guest may run its next tick now. A long
+    /// call gives its long-running permit back and asks again (behind the
+    /// long calls waiting); a held CPU permit is kept unless a call older
+    /// than `age` waits for one, else a free one is taken. What it got is
+    /// kept for [`LaneTurn::wait`].
+    pub fn next_tick(&self, sched: &Scheduler, long: bool, age: Instant) -> bool {
         let mut held = self.0.lock().unwrap();
+        held.long = None;
         if long {
             match sched.long.clone().try_acquire_owned() {
                 Ok(permit) => held.long = Some(permit),
-                Err(_) => return false,
+                Err(_) => {
+                    held.cpu = None;
+                    return false;
+                }
             }
         }
-        match sched.cpu.clone().try_acquire_owned() {
-            Ok(permit) => {
-                held.cpu = Some(permit);
-                true
-            }
-            Err(_) => false,
-        }
+        held.cpu = match held.cpu.take() {
+            Some(permit) => permit.keep_unless_older(age),
+            None => sched.cpu.try_take(),
+        };
+        held.cpu.is_some()
     }
 
-    /// Waits for the permits `try_take` did not get, and keeps them. Past
+    /// Waits for the permits `next_tick` did not get, and keeps them. Past
     /// `deadline` or on cancellation it never resumes the guest: the timer
     /// around the call (`limits::bounded`) ends it there, so a crowd of
     /// waiting runaways that reach their deadline together does not each
@@ -244,6 +255,7 @@ impl LaneTurn {
         &self,
         sched: &Scheduler,
         long: bool,
+        age: Instant,
         deadline: Instant,
         cancel: CancelToken,
     ) -> impl Future<Output = ()> + Send + 'static {
@@ -255,8 +267,8 @@ impl LaneTurn {
                 let permit = long_permits.acquire_owned().await.ok();
                 turn.0.lock().unwrap().long = permit;
             }
-            let permit = cpu.acquire_owned().await.ok();
-            turn.0.lock().unwrap().cpu = permit;
+            let permit = cpu.take(age).await;
+            turn.0.lock().unwrap().cpu = Some(permit);
         };
         async move {
             tokio::select! {
@@ -293,42 +305,54 @@ mod tests {
         assert_eq!(ticks(Duration::ZERO), 1, "at least one tick");
     }
 
-    /// Turns that wait for the one CPU permit get it in the order they
-    /// asked.
+    /// Turns that wait for the one CPU permit get it oldest call first,
+    /// whatever order they asked in; the holder keeps it at its ticks while
+    /// it is the oldest, and a long-running call waits behind them all.
     #[tokio::test]
-    async fn cpu_turns_are_served_in_arrival_order() {
+    async fn cpu_turns_go_to_the_oldest_call_first() {
         let (_ticker, sched) = scheduler(8);
+        // Calls that came 10 ms ago and after.
+        let t0 = Instant::now() - Duration::from_millis(10);
+        let age = |ms: u64| t0 + Duration::from_millis(ms);
         let holder = LaneTurn::default();
         assert!(
-            holder.try_take(&sched, false),
+            holder.next_tick(&sched, false, age(0)),
             "the free permit is taken at once"
         );
         let later = Instant::now() + Duration::from_secs(30);
         let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
-        for i in 0..5u32 {
+        let wait_as = |name: &'static str, long: bool, at: Instant| {
             let turn = LaneTurn::default();
             assert!(
-                !turn.try_take(&sched, false),
+                !turn.next_tick(&sched, long, at),
                 "no free permit while one is held"
             );
-            let wait = turn.wait(&sched, false, later, CancelToken::default());
+            let wait = turn.wait(&sched, long, at, later, CancelToken::default());
             let served = served.clone();
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
-                served.send(i).unwrap();
+                served.send(name).unwrap();
                 // Holds its turn a moment, then gives it to the next.
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 turn.release();
             });
-            // Let this waiter enqueue before the next one asks.
-            tokio::task::yield_now().await;
+        };
+        // A long call asks first, with the age of its tick (now).
+        wait_as("long", true, Instant::now());
+        for (name, ms) in [("c", 3), ("a", 1), ("d", 4), ("b", 2)] {
+            wait_as(name, false, age(ms));
         }
+        tokio::task::yield_now().await;
+        assert!(
+            holder.next_tick(&sched, false, age(0)),
+            "the holder is older than every waiter: it keeps its turn"
+        );
         holder.release();
         let mut got = Vec::new();
         for _ in 0..5 {
             got.push(order.recv().await.unwrap());
         }
-        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(got, vec!["a", "b", "c", "d", "long"]);
     }
 
     #[tokio::test]
