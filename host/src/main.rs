@@ -113,14 +113,21 @@ fn init_logging(format: LogFormat, background: bool) -> Option<WorkerGuard> {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Load the plugins and serve MCP and REST over HTTP.
+    /// Load the plugins and serve MCP and REST over HTTP (and MCP on stdin
+    /// and stdout with `--stdio`).
     Serve {
         /// The config file (or `HANGAR_CONFIG`; a flag wins over its variable).
         #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
         config: PathBuf,
-        /// Address to listen on (default 127.0.0.1:8080, or `server.listen`).
+        /// Address to listen on (default 127.0.0.1:8080, or `server.listen`;
+        /// with `--stdio`, HTTP is served only when this is given).
         #[arg(long, env = "HANGAR_LISTEN")]
         listen: Option<SocketAddr>,
+        /// Serve MCP on stdin and stdout, one JSON-RPC message a line (logs
+        /// stay on stderr); the end of stdin ends the process. `HANGAR_TOKEN`,
+        /// if set, is what the auth stage sees as the bearer token.
+        #[arg(long)]
+        stdio: bool,
         /// Plugins directory (default `plugins/`, or `server.plugins`).
         #[arg(long, env = "HANGAR_PLUGINS")]
         plugins: Option<PathBuf>,
@@ -222,7 +229,8 @@ fn main() -> ExitCode {
                 config,
                 listen,
                 plugins,
-            } => serve(&config, listen, plugins).await,
+                stdio,
+            } => serve(&config, listen, plugins, stdio).await,
             Command::Check { config, plugins } => check(&config, plugins).await,
             Command::Pull { config } => pull(&config).await,
             Command::Config { schema: _ } => {
@@ -311,9 +319,20 @@ async fn serve(
     path: &Path,
     listen: Option<SocketAddr>,
     plugins: Option<PathBuf>,
+    stdio: bool,
 ) -> anyhow::Result<ExitCode> {
     let (config, source) = load_config(path, plugins)?;
-    let listen = listen.unwrap_or(config.server.listen);
+    // With `--stdio`, HTTP only when `--listen` asks for it.
+    let listen = match (listen, stdio) {
+        (Some(listen), _) => Some(listen),
+        (None, false) => Some(config.server.listen),
+        (None, true) => None,
+    };
+    let stdio = stdio.then(|| hangar::mcp::StdioOptions {
+        token: std::env::var("HANGAR_TOKEN").ok().filter(|t| !t.is_empty()),
+        principal: config.server.stdio_principal.clone(),
+        max_line_bytes: config.server.max_body_bytes,
+    });
     let started = std::time::Instant::now();
     let hangar = Hangar::load(config).await?;
     tracing::info!(
@@ -334,7 +353,7 @@ async fn serve(
     // listens, so a SIGHUP never finds the default action (exit) in place.
     let plugins = hangar.config.server.plugins.clone();
     let _watch = watch::start(Arc::new(Reloader::new(&hangar, source)), &plugins);
-    server::serve(&hangar, listen).await?;
+    server::serve(&hangar, listen, stdio).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -42,8 +42,9 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
     routes(hangar, http).0
 }
 
-/// [`app`], and the MCP state (whose streams end at shutdown).
-fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
+/// [`app`], and the MCP fronts (whose streams end at shutdown, and which
+/// the stdio transport serves too).
+fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     let server = &hangar.config.server;
     let policy = Arc::new(OriginPolicy {
         allowed_hosts: server.allowed_hosts.clone(),
@@ -74,6 +75,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
         hangar.loader.cluster().is_some(),
         server.max_tasks_per_owner,
     );
+    let fronts = mcp::Fronts::new(mcp_state.clone(), modern);
     // `[oauth]`: bearer tokens at the door; refused tokens count against
     // the client's `auth_failures` allowance, as refused auth checks do.
     let oauth = hangar.config.oauth.as_ref().map(|config| {
@@ -115,11 +117,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
     // boxed service) on every `/mcp` request too.
     let uploads =
         door(uploads, true).layer(middleware::from_fn_with_state(policy.clone(), origin_guard));
-    let mcp_routes = door(
-        mcp::router(mcp_state.clone(), modern).layer(read_body),
-        true,
-    )
-    .merge(uploads);
+    let mcp_routes = door(mcp::router(fronts.clone()).layer(read_body), true).merge(uploads);
     let metadata = oauth.as_ref().map(crate::oauth::routes).unwrap_or_default();
     let health = Arc::new(probes::HealthState {
         health: Health::live(
@@ -167,7 +165,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, Arc<McpState>) {
             clients::real_client,
         ))
     };
-    (router, mcp_state)
+    (router, fronts)
 }
 
 /// What the probes read, for either listener.
@@ -191,17 +189,42 @@ fn instance_gauge(hangar: &Hangar) -> crate::metrics::InstanceGauge {
     })
 }
 
-/// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(hangar: &Hangar, listen: SocketAddr) -> anyhow::Result<()> {
+/// Serves until Ctrl-C or SIGTERM: HTTP on `listen`, MCP on stdin and
+/// stdout with `stdio`, or both. With `stdio`, the end of stdin ends the
+/// process too (once the requests running on it are answered).
+pub async fn serve(
+    hangar: &Hangar,
+    listen: Option<SocketAddr>,
+    stdio: Option<mcp::StdioOptions>,
+) -> anyhow::Result<()> {
     let stats = Arc::new(HttpStats::default());
-    let (app, mcp) = routes(hangar, stats.clone());
+    let (app, fronts) = routes(hangar, stats.clone());
     hangar.files.start_sweeper();
+    let mcp = fronts.state().clone();
+    let stdin_ended = async move {
+        match stdio {
+            Some(options) => mcp::serve_stdio(fronts, options).await,
+            None => std::future::pending().await,
+        }
+    };
+    let Some(listen) = listen else {
+        // stdio alone: no port is bound.
+        tokio::select! {
+            () = stdin_ended => {}
+            () = shutdown() => {}
+        }
+        mcp.end_streams();
+        return Ok(());
+    };
     let listener = bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let limits = ConnLimits::from_config(&hangar.config.server);
     // Open GET streams end at once; running calls get the grace.
     let stop = async move {
-        shutdown().await;
+        tokio::select! {
+            () = stdin_ended => {}
+            () = shutdown() => {}
+        }
         mcp.end_streams();
     };
     if let Some(admin) = hangar.config.server.admin_listen {

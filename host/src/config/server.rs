@@ -125,6 +125,11 @@ pub struct ServerConfig {
     /// Unset: a random key per process, so a retry must reach the same
     /// process — replicas behind a balancer must share one key.
     pub request_state_key: Option<String>,
+    /// `hangar serve --stdio`: the subject every request on stdin is made
+    /// as, as a verified bearer token's subject would be (tools limited to
+    /// principals, sessions owned by it). Unset: no principal, unless an
+    /// auth stage finds one (it sees `HANGAR_TOKEN` as a bearer token).
+    pub stdio_principal: Option<String>,
     /// Long-lived streams (`GET /mcp`, `subscriptions/listen`) one client
     /// address (an IPv6 /64) may hold open at once, and one principal; one
     /// more is refused with 429. Streams are exempt from timeouts, so
@@ -238,6 +243,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             pinning: Pinning::default(),
             request_state_key: None,
+            stdio_principal: None,
             max_streams_per_client: 16,
             max_sessions_per_client: 64,
             max_subscriptions_per_session: 256,
