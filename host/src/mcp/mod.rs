@@ -67,11 +67,17 @@ pub use session::SessionReport;
 /// The `/mcp` routes over the handlers' shared state and the modern
 /// front's own.
 pub fn router(state: Arc<McpState>, modern: Modern) -> Router {
+    router_at(state, Arc::new(modern), "/mcp")
+}
+
+/// The MCP routes at `path`: `/mcp`, or a toolset's `/mcp/NAME` (whose
+/// router carries the toolset as a request extension).
+pub fn router_at(state: Arc<McpState>, modern: Arc<Modern>, path: &str) -> Router {
     Router::new()
-        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
+        .route(path, post(post_mcp).get(get_mcp).delete(delete_mcp))
         .with_state(Fronts {
             shared: state,
-            modern: Arc::new(modern),
+            modern,
         })
 }
 
@@ -94,9 +100,11 @@ async fn post_mcp(
     State(fronts): State<Fronts>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Option<axum::Extension<crate::pipeline::Principal>>,
+    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let toolset = toolset.map(|t| t.0);
     let st = &*fronts.shared;
     if let Err(refusal) = st.policy.check(&headers) {
         return refused(refusal);
@@ -120,6 +128,7 @@ async fn post_mcp(
             &fronts.modern,
             client,
             token.map(|t| t.0),
+            toolset,
             &headers,
             message,
         ))
@@ -174,6 +183,7 @@ async fn post_mcp(
                 client,
                 token: token.map(|t| t.0),
                 front: None,
+                toolset,
             };
             // Every method but `tools/call` (whose pipeline runs boxed in a
             // task of its own) is boxed where it is awaited: inline, the
