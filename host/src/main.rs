@@ -330,6 +330,9 @@ async fn serve(
     for w in hangar.config.warnings() {
         tracing::warn!("{w}");
     }
+    for w in hangar.pipeline.current().catalog().toolset_warnings() {
+        tracing::warn!("{w}");
+    }
     // Reloads (file changes, SIGHUP) run from here on, before the server
     // listens, so a SIGHUP never finds the default action (exit) in place.
     let plugins = hangar.config.server.plugins.clone();
@@ -416,7 +419,17 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     for p in &hangar.problems {
         println!("  error {}: {}", p.path.display(), p.error);
     }
-    for w in hangar.config.warnings() {
+    let catalog = pipeline.catalog();
+    for name in catalog.toolsets().names() {
+        let tools = catalog.toolset_tools(name, None);
+        println!("  toolset {name} ({tools} tools; /mcp/{name}, /toolsets/{name}/tools)");
+    }
+    for w in hangar
+        .config
+        .warnings()
+        .into_iter()
+        .chain(catalog.toolset_warnings())
+    {
         println!("  warning {w}");
     }
     println!(
