@@ -363,3 +363,29 @@ def test_a_toolset_auth_check_guards_its_endpoints_only(guarded):
 
     # The whole catalog at /mcp asks for no key.
     assert session_at(guarded, "/mcp").call("db.orders", {})["result"]["isError"] is False
+
+
+# -- prompts ------------------------------------------------------------------
+
+PROMPTS = """
+[toolsets.prompts]
+prompts = ["test_simple_prompt", "test_prompt_with_*"]
+"""
+
+
+def test_prompts_follow_the_toolset(tmp_path_factory, start_server):
+    s = start_server(plugins=("everything",), config=PROMPTS, cache=False)
+    c = session_at(s, "/mcp/prompts")
+    assert c.request("tools/list")["result"]["tools"] == []
+    listed = names(c.request("prompts/list")["result"]["prompts"])
+    assert listed == ["test_prompt_with_arguments", "test_prompt_with_embedded_resource",
+                      "test_prompt_with_image", "test_simple_prompt"]
+    got = c.request("prompts/get", {"name": "test_simple_prompt"})
+    assert got["result"]["messages"], got
+    outside = c.request("prompts/get", {"name": "test_input_required_result_prompt"})
+    unknown = c.request("prompts/get", {"name": "no_such_prompt"})
+    assert outside["error"]["code"] == unknown["error"]["code"] == -32602, outside
+    whole = names(session_at(s, "/mcp").request("prompts/list")["result"]["prompts"])
+    assert "test_input_required_result_prompt" in whole
+    r = httpx.get(s.url + "/toolsets/prompts/prompts")
+    assert names(r.json()["prompts"]) == listed
