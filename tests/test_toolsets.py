@@ -12,7 +12,7 @@ import json
 import httpx
 import pytest
 
-from conftest import Mcp, parse_reply, run_hangar
+from conftest import Mcp, parse_reply, run_hangar, wait_for
 from test_oauth import PRM, AuthServer, oauth_server
 
 V2026 = "2026-07-28"
@@ -389,3 +389,18 @@ def test_prompts_follow_the_toolset(tmp_path_factory, start_server):
     assert "test_input_required_result_prompt" in whole
     r = httpx.get(s.url + "/toolsets/prompts/prompts")
     assert names(r.json()["prompts"]) == listed
+
+
+def test_a_config_edit_changes_what_a_toolset_serves(tmp_path_factory, start_server):
+    workdir = tmp_path_factory.mktemp("toolsets-reload")
+    s = start_server(plugins=(), config=config_for(workdir))
+
+    def weather():
+        return names(httpx.get(s.url + "/toolsets/weather/tools").json())
+
+    assert weather() == EXPECTED["/mcp/weather"]
+    text = s.config_path.read_text()
+    s.config_path.write_text(text.replace('tools = ["weather.*", "db.products"]', 'tools = ["weather.*"]'))
+    wait_for(lambda: weather() == ["weather.get", "weather.set"], 30, "the narrowed toolset")
+    assert session_at(s, "/mcp/weather").call("db.products", {})["error"]["code"] == -32601
+    assert names(httpx.get(s.url + "/toolsets/data/tools").json()) == EXPECTED["/mcp/data"]
