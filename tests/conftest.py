@@ -106,9 +106,11 @@ class Server:
 class Mcp:
     """A raw MCP client over httpx, for what the official SDKs do not let a test say."""
 
-    def __init__(self, url: str, accept: str = "application/json, text/event-stream"):
+    def __init__(self, url: str, accept: str = "application/json, text/event-stream",
+                 path: str = "/mcp"):
         self.http = httpx.Client(base_url=url, timeout=60,
                                  headers={"accept": accept, "content-type": "application/json"})
+        self.path = path
         self.session = None
         self.next_id = 0
 
@@ -117,7 +119,7 @@ class Mcp:
         if self.session:
             h.setdefault("mcp-session-id", self.session)
         body = message if isinstance(message, (bytes, str)) else json.dumps(message)
-        return self.http.post("/mcp", content=body, headers=h)
+        return self.http.post(self.path, content=body, headers=h)
 
     def initialize(self):
         r = self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},

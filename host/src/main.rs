@@ -332,6 +332,7 @@ async fn serve(
         token: std::env::var("HANGAR_TOKEN").ok().filter(|t| !t.is_empty()),
         principal: config.server.stdio_principal.clone(),
         max_line_bytes: config.server.max_body_bytes,
+        toolset: (config.server.default_toolset.as_deref()).map(hangar::pipeline::Toolset::new),
     });
     let started = std::time::Instant::now();
     let hangar = Hangar::load(config).await?;
@@ -347,6 +348,9 @@ async fn serve(
         tracing::error!(path = %p.path.display(), "{}", p.error);
     }
     for w in hangar.config.warnings() {
+        tracing::warn!("{w}");
+    }
+    for w in hangar.pipeline.current().catalog().toolset_warnings() {
         tracing::warn!("{w}");
     }
     // Reloads (file changes, SIGHUP) run from here on, before the server
@@ -435,7 +439,17 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     for p in &hangar.problems {
         println!("  error {}: {}", p.path.display(), p.error);
     }
-    for w in hangar.config.warnings() {
+    let catalog = pipeline.catalog();
+    for name in catalog.toolsets().names() {
+        let tools = catalog.toolset_tools(name, None);
+        println!("  toolset {name} ({tools} tools; /mcp/{name}, /toolsets/{name}/tools)");
+    }
+    for w in hangar
+        .config
+        .warnings()
+        .into_iter()
+        .chain(catalog.toolset_warnings())
+    {
         println!("  warning {w}");
     }
     println!(

@@ -14,6 +14,7 @@ mod clients;
 mod conn;
 mod files;
 mod probes;
+mod toolsets;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,7 +32,9 @@ pub use conn::{ConnLimits, HttpStats};
 use crate::Hangar;
 use crate::health::Health;
 use crate::mcp::{self, McpState, OriginPolicy};
+use crate::pipeline::Toolset;
 use crate::rest;
+use toolsets::in_toolset;
 
 /// Builds the whole HTTP application for a loaded Hangar. Every route but
 /// the probes, and the answer to a path that is none, is behind the
@@ -96,14 +99,22 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
         stats: http.clone(),
     });
     let read_body = middleware::from_fn_with_state(body, body::read_body);
-    let rest = rest::router(rest::Rest {
-        pipeline: hangar.pipeline.clone(),
-        allow_execute: server.allow_execute,
-        trace_ids: server.trace_ids,
-        ui: server.ui,
-    })
-    .layer(read_body.clone());
-    let rest = door(rest, oauth.as_ref().is_some_and(|rs| rs.protects_rest()));
+    let rest_router = |ui: bool| {
+        rest::router(rest::Rest {
+            pipeline: hangar.pipeline.clone(),
+            allow_execute: server.allow_execute,
+            trace_ids: server.trace_ids,
+            ui,
+        })
+        .layer(read_body.clone())
+    };
+    let rest_closed = oauth.as_ref().is_some_and(|rs| rs.protects_rest());
+    // `[server] default_toolset`: what `/mcp` and `/tools…` serve.
+    let default_toolset = server.default_toolset.as_deref().map(Toolset::new);
+    let rest = door(
+        in_toolset(rest_router(server.ui), &default_toolset),
+        rest_closed,
+    );
     // Uploads read their own (multipart) body, after the caller is known.
     let uploads = files::uploads_router(Arc::new(files::FilesState {
         files: hangar.files.clone(),
@@ -117,8 +128,20 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     // boxed service) on every `/mcp` request too.
     let uploads =
         door(uploads, true).layer(middleware::from_fn_with_state(policy.clone(), origin_guard));
-    let mcp_routes = door(mcp::router(fronts.clone()).layer(read_body), true).merge(uploads);
-    let metadata = oauth.as_ref().map(crate::oauth::routes).unwrap_or_default();
+    let mcp_router = |path: &str| mcp::router_at(fronts.clone(), path).layer(read_body.clone());
+    let sets = toolsets::routes(
+        &hangar.config.toolsets,
+        oauth.as_ref(),
+        rest_closed,
+        mcp_router,
+        || rest_router(false),
+    );
+    let mcp_routes = door(in_toolset(mcp_router("/mcp"), &default_toolset), true)
+        .merge(sets.mcp)
+        .merge(uploads);
+    let metadata = (oauth.as_ref().map(crate::oauth::routes))
+        .unwrap_or_default()
+        .merge(sets.metadata);
     let health = Arc::new(probes::HealthState {
         health: Health::live(
             hangar.pipeline.clone(),
@@ -145,6 +168,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     };
     let guarded = Router::new()
         .merge(rest)
+        .merge(sets.rest)
         .merge(files::artifacts_router(hangar.files.clone()))
         .route("/healthz", get(probes::healthz).with_state(health))
         .layer(middleware::from_fn_with_state(policy.clone(), origin_guard));

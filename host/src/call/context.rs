@@ -29,6 +29,9 @@ pub struct CallContext {
     pub trace_parent: Option<opentelemetry::trace::SpanContext>,
     /// The definitions the caller's MCP session pinned (`[server] pinning`).
     pub pins: Option<Arc<super::pins::Pins>>,
+    /// The toolset the request came through: what is outside it answers as
+    /// what does not exist. `None`: the whole catalog.
+    pub toolset: Option<super::toolset::Toolset>,
 }
 
 impl CallContext {

@@ -20,6 +20,7 @@ mod request;
 mod result;
 mod tick;
 mod tool;
+mod toolset;
 mod usage;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
@@ -38,4 +39,5 @@ pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use tick::Tick;
 pub use tool::{Annotations, ToolDef};
+pub use toolset::Toolset;
 pub use usage::CallUsage;

@@ -20,6 +20,7 @@ mod offered;
 mod rate;
 pub mod search;
 mod stages;
+mod toolsets;
 mod upstreams;
 mod uri_template;
 mod validate;
@@ -31,6 +32,7 @@ pub use offered::{
 };
 pub use rate::{Limiter, RateLimits};
 pub use stages::{AuthStage, MapperStage, Stages, claims_match};
+pub use toolsets::{Scope, Toolsets};
 pub use uri_template::UriTemplate;
 pub use validate::ArgsValidator;
 
@@ -103,6 +105,8 @@ pub struct Catalog {
     cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The tools that run as tasks (`[[tools]] task`), by name.
     tasks: Arc<HashMap<String, crate::config::TaskSupport>>,
+    /// `[toolsets]`: what each toolset's endpoints reach.
+    toolsets: Arc<Toolsets>,
 }
 
 /// A catalog and the problems met while building it.
@@ -166,6 +170,9 @@ impl Catalog {
             .plugins
             .default_auth(config)
             .map_err(|e| anyhow::anyhow!(e))?;
+        let plugins = &catalog.plugins;
+        let toolsets = Toolsets::new(&config.toolsets, |what, a| plugins.auth_of(config, what, a));
+        catalog.toolsets = Arc::new(toolsets.map_err(|e| anyhow::anyhow!(e))?);
         catalog.mode = config.server.catalog;
         catalog.index();
         Ok(Built { catalog, problems })
@@ -298,21 +305,27 @@ impl Catalog {
             .filter(move |t| t.stages.visible(principal))
     }
 
-    /// Tools matching `query`, best first, that `principal` may see.
+    /// Tools matching `query`, best first, that `principal` may see
+    /// through `toolset`.
     pub fn search(
         &self,
         query: &str,
         limit: usize,
         principal: Option<&Principal>,
+        toolset: Option<&crate::call::Toolset>,
     ) -> Vec<(Arc<CatalogTool>, f32)> {
+        let scope = self.scope(toolset);
         let Some(index) = &self.search else {
             return Vec::new();
         };
+        if !scope.admits(principal) {
+            return Vec::new();
+        }
         index
             .search(query)
             .into_iter()
             .filter_map(|(i, score)| self.order.get(i).map(|t| (t.clone(), score)))
-            .filter(|(t, _)| t.stages.visible(principal))
+            .filter(|(t, _)| t.stages.visible(principal) && scope.tool(&t.def.name))
             .take(limit)
             .collect()
     }
@@ -320,6 +333,48 @@ impl Catalog {
     /// Every tool, in listing order.
     pub fn tools(&self) -> &[Arc<CatalogTool>] {
         &self.order
+    }
+
+    /// The toolsets (`[toolsets]`).
+    pub fn toolsets(&self) -> &Toolsets {
+        &self.toolsets
+    }
+
+    /// What a request through `toolset` reaches (`None`: everything).
+    pub fn scope(&self, toolset: Option<&crate::call::Toolset>) -> Scope<'_> {
+        self.toolsets.scope(toolset)
+    }
+
+    /// The tools a caller with `principal` sees through the toolset `name`.
+    pub fn toolset_tools(&self, name: &str, principal: Option<&Principal>) -> usize {
+        let toolset = crate::call::Toolset::new(name);
+        let scope = self.scope(Some(&toolset));
+        if !scope.admits(principal) {
+            return 0;
+        }
+        (self.visible(principal))
+            .filter(|t| scope.tool(&t.def.name))
+            .count()
+    }
+
+    /// The toolsets' globs that match nothing in the catalog as it is now.
+    pub fn toolset_warnings(&self) -> Vec<String> {
+        let tools: Vec<&str> = self.order.iter().map(|t| t.def.name.as_str()).collect();
+        let offered = &self.offered;
+        let resources: Vec<&str> = (offered.resources.iter().map(|r| r.def.uri.as_str()))
+            .chain(
+                offered
+                    .templates
+                    .iter()
+                    .map(|t| t.def.uri_template.as_str()),
+            )
+            .collect();
+        let prompts: Vec<&str> = offered
+            .prompts
+            .iter()
+            .map(|p| p.def.name.as_str())
+            .collect();
+        self.toolsets.unmatched(&tools, &resources, &prompts)
     }
 }
 

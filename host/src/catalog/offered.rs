@@ -76,6 +76,14 @@ impl ResolvedResource<'_> {
         }
     }
 
+    /// What lists it: the resource's URI, or the template's URI template.
+    pub fn key(&self) -> &str {
+        match self {
+            ResolvedResource::Fixed(r) => &r.def.uri,
+            ResolvedResource::Templated(t, _) => &t.def.uri_template,
+        }
+    }
+
     /// The template variables' values in the URI (none for a fixed URI).
     pub fn variables(&self) -> &[(String, String)] {
         match self {

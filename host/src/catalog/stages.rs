@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::ArgsValidator;
 use crate::call::Principal;
-use crate::config::{AuthKeyword, AuthSetting, Config, Limits};
+use crate::config::{AuthConfig, AuthKeyword, AuthSetting, Config, Limits};
 use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
 /// The auth stage of a tool.
@@ -230,17 +230,27 @@ impl Plugins {
         let Some(a) = auth else {
             return Ok(None);
         };
+        self.auth_of(config, what, a).map(Some)
+    }
+
+    /// The auth stage of an `auth = { plugin, policy }` setting at `what`.
+    pub fn auth_of(
+        &self,
+        config: &Config,
+        what: &str,
+        a: &AuthConfig,
+    ) -> Result<AuthStage, String> {
         let plugin = self.auth.get(&a.plugin).ok_or_else(|| {
             format!(
                 "{what}: auth plugin {:?} did not load (or is not an auth component)",
                 a.plugin
             )
         })?;
-        Ok(Some(AuthStage {
+        Ok(AuthStage {
             plugin: plugin.clone(),
             policy: Value::Object(a.policy.clone()).to_string(),
             limits: config.limits_for(&a.plugin, ""),
-        }))
+        })
     }
 
     /// Auth and visibility of a resource or prompt (it has no mappers or schema).

@@ -82,6 +82,7 @@ impl Catalog {
             server_limiter: self.server_limiter.clone(),
             cluster: self.cluster.clone(),
             tasks: self.tasks.clone(),
+            toolsets: self.toolsets.clone(),
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {

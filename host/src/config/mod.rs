@@ -32,6 +32,7 @@ mod schema;
 mod selection;
 mod server;
 mod tools;
+mod toolsets;
 mod trust;
 mod upstreams;
 
@@ -51,6 +52,7 @@ pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
 pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport, ToolConfig};
+pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
 pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
 
@@ -104,6 +106,10 @@ pub struct Config {
     /// Files tools produce (`artifact://` resources, `GET /artifacts/...`).
     #[serde(default)]
     pub artifacts: ArtifactsConfig,
+    /// Named subsets of the catalog, each served at `/mcp/NAME` and
+    /// `/toolsets/NAME/…`, by name.
+    #[serde(default)]
+    pub toolsets: BTreeMap<String, ToolsetConfig>,
     /// Replicas sharing state in Redis (`[cluster]`); none: all in-process.
     pub cluster: Option<ClusterConfig>,
     /// OCI registries plugins with an `oci://` source come from.
@@ -126,6 +132,7 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         config
             .validate_oauth()
+            .and_then(|()| config.validate_toolsets())
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         if let Some(cluster) = &config.cluster {
             cluster
@@ -219,6 +226,15 @@ impl Config {
             Some(o) => o.validate(&self.tools),
             None => oauth::validate_without_oauth(&self.tools),
         }
+    }
+
+    /// `[toolsets]` and `[server] default_toolset` (see `config::toolsets`).
+    pub fn validate_toolsets(&self) -> Result<(), String> {
+        toolsets::validate(
+            &self.toolsets,
+            self.server.default_toolset.as_deref(),
+            self.oauth.is_some(),
+        )
     }
 
     /// A path from the config file, relative to the file's folder.

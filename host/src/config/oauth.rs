@@ -152,7 +152,7 @@ pub fn validate_without_oauth(tools: &[ToolConfig]) -> Result<(), String> {
     }
 }
 
-fn http_url(what: &str, url: &str) -> Result<(), String> {
+pub(super) fn http_url(what: &str, url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))

@@ -145,6 +145,9 @@ pub struct ServerConfig {
     /// client address when anonymous — may have kept at once; a task is
     /// kept for its `ttlMs` (one hour) after it was created.
     pub max_tasks_per_owner: u64,
+    /// The toolset `/mcp` and the REST surface's `/tools…` serve (a
+    /// `[toolsets]` name); unset, they serve the whole catalog.
+    pub default_toolset: Option<String>,
 }
 
 /// One `[server] trusted_proxies` entry: an address (`10.0.0.5`) or a
@@ -248,6 +251,7 @@ impl Default for ServerConfig {
             max_sessions_per_client: 64,
             max_subscriptions_per_session: 256,
             max_tasks_per_owner: 1000,
+            default_toolset: None,
         }
     }
 }

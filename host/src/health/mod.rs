@@ -144,12 +144,39 @@ impl Health {
         if !upstreams.is_empty() {
             body["upstreams"] = Value::Object(upstreams);
         }
+        let toolsets = toolset_states(catalog, principal);
+        if !toolsets.is_empty() {
+            body["toolsets"] = Value::Object(toolsets);
+        }
         let plugins = source_states(&facts.sources, catalog, principal);
         if !plugins.is_empty() {
             body["plugins"] = Value::Object(plugins);
         }
         body
     }
+}
+
+/// Each toolset: the tools this caller sees through it, and its globs that
+/// match nothing in the catalog.
+fn toolset_states(
+    catalog: &crate::catalog::Catalog,
+    principal: Option<&Principal>,
+) -> Map<String, Value> {
+    let warnings = catalog.toolset_warnings();
+    catalog
+        .toolsets()
+        .names()
+        .map(|name| {
+            let prefix = format!("[toolsets.{name}] ");
+            let own: Vec<&String> = warnings.iter().filter(|w| w.starts_with(&prefix)).collect();
+            let state = json!({
+                "tools": catalog.toolset_tools(name, principal),
+                "path": format!("/mcp/{name}"),
+                "warnings": own,
+            });
+            (name.to_string(), state)
+        })
+        .collect()
 }
 
 /// Each plugin pulled from a registry: its source, the digest it resolved

@@ -57,6 +57,7 @@ pub(super) async fn dispatch(
     fronts: &Fronts,
     client: SocketAddr,
     token: Option<crate::pipeline::Principal>,
+    toolset: Option<crate::pipeline::Toolset>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
@@ -83,6 +84,7 @@ pub(super) async fn dispatch(
             &fronts.modern,
             client,
             token,
+            toolset,
             headers,
             message,
         ))
@@ -137,6 +139,7 @@ pub(super) async fn dispatch(
                 client,
                 token,
                 front: None,
+                toolset,
             };
             // Every method but `tools/call` (whose pipeline runs boxed in a
             // task of its own) is boxed where it is awaited: inline, the

@@ -19,9 +19,11 @@ pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
         session.map_or("", |s| s.id.as_str()),
     );
     let mode = pipeline.catalog().pinning();
-    let tools: Vec<Value> = (pipeline.listed(principal.as_ref()).iter())
-        .map(|def| pins::listed(pins, mode, id, def))
-        .collect();
+    let tools: Vec<Value> = (pipeline
+        .listed(principal.as_ref(), req.toolset.as_ref())
+        .iter())
+    .map(|def| pins::listed(pins, mode, id, def))
+    .collect();
     match page(&req.params, &tools, st.page_size) {
         Ok((page, next)) => {
             let mut result = json!({ "tools": page });

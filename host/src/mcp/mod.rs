@@ -67,8 +67,14 @@ pub use session::SessionReport;
 /// The `/mcp` routes over the handlers' shared state and the modern
 /// front's own.
 pub fn router(fronts: Fronts) -> Router {
+    router_at(fronts, "/mcp")
+}
+
+/// The MCP routes at `path`: `/mcp`, or a toolset's `/mcp/NAME` (whose
+/// router carries the toolset as a request extension).
+pub fn router_at(fronts: Fronts, path: &str) -> Router {
     Router::new()
-        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
+        .route(path, post(post_mcp).get(get_mcp).delete(delete_mcp))
         .with_state(fronts)
 }
 
@@ -77,10 +83,20 @@ async fn post_mcp(
     State(fronts): State<Fronts>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Option<axum::Extension<crate::pipeline::Principal>>,
+    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    dispatch(&fronts, client, token.map(|t| t.0), &headers, &body).await
+    let toolset = toolset.map(|t| t.0);
+    dispatch(
+        &fronts,
+        client,
+        token.map(|t| t.0),
+        toolset,
+        &headers,
+        &body,
+    )
+    .await
 }
 
 /// `GET /mcp` opens the session's stream of unprompted messages (see

@@ -36,7 +36,7 @@ fn listing<T: Serialize>(
 pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
-    let mut items = pipeline.listed_resources(principal.as_ref());
+    let mut items = pipeline.listed_resources(principal.as_ref(), req.toolset.as_ref());
     // The session's artifacts follow (its own, or its principal's without one).
     let subject = principal.as_ref().or(req.token.as_ref());
     let artifacts = pipeline.listed_artifacts(
@@ -50,14 +50,14 @@ pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response
 pub(super) async fn templates_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
-    let items = pipeline.listed_templates(principal.as_ref());
+    let items = pipeline.listed_templates(principal.as_ref(), req.toolset.as_ref());
     listing(req, "resourceTemplates", items, st.page_size)
 }
 
 pub(super) async fn prompts_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
-    let items = pipeline.listed_prompts(principal.as_ref());
+    let items = pipeline.listed_prompts(principal.as_ref(), req.toolset.as_ref());
     listing(req, "prompts", items, st.page_size)
 }
 

@@ -73,6 +73,8 @@ pub(super) struct Request<'a> {
     pub(super) token: Option<crate::pipeline::Principal>,
     /// The front the request came through; `None` for the 2025 revisions.
     pub(super) front: Option<&'a dyn Front>,
+    /// The toolset the endpoint serves (`/mcp/NAME`); `None`: everything.
+    pub(super) toolset: Option<crate::pipeline::Toolset>,
 }
 
 impl Request<'_> {
@@ -113,6 +115,7 @@ impl Request<'_> {
         cx.session_id = self.session.as_ref().map(|s| s.id.clone());
         cx.pins = self.session.as_ref().map(|s| s.pins.clone());
         cx.principal = self.token.clone();
+        cx.toolset = self.toolset.clone();
         cx.request = Some(Arc::new(info));
         cx
     }

@@ -53,6 +53,9 @@ pub struct StdioOptions {
     pub principal: Option<String>,
     /// A longer line is refused (`[server] max_body_bytes`).
     pub max_line_bytes: usize,
+    /// What stdin is served, as `/mcp` serves it: `[server] default_toolset`,
+    /// or (`None`) the whole catalog.
+    pub toolset: Option<crate::pipeline::Toolset>,
 }
 
 /// One line from stdin.
@@ -66,6 +69,7 @@ struct Link {
     fronts: Fronts,
     principal: Option<Principal>,
     token: Option<HeaderValue>,
+    toolset: Option<crate::pipeline::Toolset>,
     /// The session `initialize` opened, named in each later request.
     session: Mutex<Option<HeaderValue>>,
     /// The relay of that session's stream of unprompted messages.
@@ -102,6 +106,7 @@ pub async fn serve_stdio(fronts: Fronts, options: StdioOptions) {
             subject,
         }),
         token,
+        toolset: options.toolset,
         session: Mutex::new(None),
         listening: Mutex::new(None),
         out,
@@ -141,6 +146,7 @@ impl Link {
             &self.fronts,
             STDIO_PEER,
             self.principal.clone(),
+            self.toolset.clone(),
             &headers,
             &message,
         )

@@ -73,7 +73,8 @@ struct Inner {
     min_refresh: Duration,
 }
 
-/// The key cache of one issuer.
+/// The key cache of one issuer (a clone shares it).
+#[derive(Clone)]
 pub struct Jwks {
     inner: Arc<Inner>,
 }

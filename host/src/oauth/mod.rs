@@ -17,6 +17,7 @@ pub mod jwks;
 pub mod metadata;
 pub mod token;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Router;
@@ -70,6 +71,23 @@ impl ResourceServer {
             metadata_url: metadata::url(&config.resource),
             config: config.clone(),
             door,
+        })
+    }
+
+    /// A resource server like this one (issuer, keys, failure counts) for
+    /// another resource of this server (a toolset's `resource`): it takes
+    /// only tokens minted for that resource.
+    pub fn for_resource(&self, resource: &str) -> Arc<ResourceServer> {
+        let config = OAuthConfig {
+            resource: resource.to_string(),
+            audience: None,
+            ..self.config.clone()
+        };
+        Arc::new(ResourceServer {
+            jwks: self.jwks.clone(),
+            metadata_url: metadata::url(resource),
+            config,
+            door: self.door.clone(),
         })
     }
 
@@ -216,6 +234,11 @@ fn quoted(s: &str) -> String {
         .collect()
 }
 
+/// The paths [`routes`] serves `rs`'s document on.
+pub fn paths(rs: &ResourceServer) -> Vec<String> {
+    metadata::paths(&rs.config.resource)
+}
+
 /// The metadata routes. No token is needed to read them, and any origin may:
 /// the document is public, and browser-based clients fetch it cross-origin
 /// (with an `MCP-Protocol-Version` header, hence the preflight answer).
@@ -229,6 +252,27 @@ pub fn routes(rs: &Arc<ResourceServer>) -> Router {
         router = router.route(&path, get(serve).options(preflight));
     }
     router
+}
+
+/// The metadata route of a resource server made [`ResourceServer::for_resource`]:
+/// only its own path (RFC 9728 §3.1, e.g.
+/// `/.well-known/oauth-protected-resource/mcp/NAME`). A path in `taken`
+/// (served already for another resource) is not served twice: the toolset
+/// is logged and gets none.
+pub fn own_routes(rs: &Arc<ResourceServer>, taken: &mut HashSet<String>) -> Router {
+    let doc = Arc::new(metadata::document(&rs.config));
+    let path = format!(
+        "{}{}",
+        metadata::WELL_KNOWN,
+        metadata::resource_path(&rs.config.resource)
+    );
+    if !taken.insert(path.clone()) {
+        tracing::warn!(target: "hangar::oauth", resource = %rs.config.resource, "{path} already serves another resource's metadata; this resource gets none");
+        return Router::new();
+    }
+    let serve = move || async move { cors(Json((*doc).clone()).into_response()) };
+    let preflight = || async { cors(StatusCode::NO_CONTENT.into_response()) };
+    Router::new().route(&path, get(serve).options(preflight))
 }
 
 fn cors(mut response: Response) -> Response {

@@ -133,18 +133,23 @@ impl Pipeline {
         let args = m.validator.validate(args)?;
         let principal = self.listing_principal(cx).await;
         match name {
-            SEARCH => Ok(self.search_tools(&args, principal.as_ref())),
-            READ => Ok(self.read_tool(&args, principal.as_ref())),
+            SEARCH => Ok(self.search_tools(&args, principal.as_ref(), cx)),
+            READ => Ok(self.read_tool(&args, principal.as_ref(), cx)),
             _ => Ok(self.call_tool(args, cx).await),
         }
     }
 
-    fn search_tools(&self, args: &Value, principal: Option<&Principal>) -> ToolResult {
+    fn search_tools(
+        &self,
+        args: &Value,
+        principal: Option<&Principal>,
+        cx: &CallContext,
+    ) -> ToolResult {
         let query = args["query"].as_str().unwrap_or_default();
         let limit = args["limit"].as_u64().unwrap_or(5) as usize;
         let results: Vec<Value> = self
             .catalog()
-            .search(query, limit, principal)
+            .search(query, limit, principal, cx.toolset.as_ref())
             .into_iter()
             .map(|(tool, score)| {
                 let a = tool.def.annotations.clone().unwrap_or_default();
@@ -161,12 +166,17 @@ impl Pipeline {
         json_result(json!({ "results": results }))
     }
 
-    fn read_tool(&self, args: &Value, principal: Option<&Principal>) -> ToolResult {
+    fn read_tool(
+        &self,
+        args: &Value,
+        principal: Option<&Principal>,
+        cx: &CallContext,
+    ) -> ToolResult {
         let path = args["path"].as_str().unwrap_or_default();
         let tool = self
-            .catalog()
-            .resolve(path)
+            .resolve(path, cx.toolset.as_ref())
             .ok()
+            .filter(|_| self.catalog().scope(cx.toolset.as_ref()).admits(principal))
             .filter(|t| t.stages.visible(principal));
         let Some(tool) = tool else {
             return ToolResult::error(format!("Error: Tool not found: {path}"));

@@ -22,7 +22,7 @@ pub use crate::call::{
     CancelToken, Change, CompletionRef, Completions, Content, ErrorKind, EventSink, List, LogLevel,
     MAX_COMPLETIONS, Principal, PromptArgument, PromptDef, PromptMessage, PromptResult, ReadResult,
     RequestInfo, ResourceChanges, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
-    ToolResult, Transport, ask_until,
+    ToolResult, Toolset, Transport, ask_until,
 };
 pub use crate::catalog::ArgsValidator;
 pub use door::Door;
@@ -73,7 +73,7 @@ impl Pipeline {
         if meta::is_meta(self.catalog.mode(), name) {
             return self.call_meta(name, args, cx).await;
         }
-        let tool = self.catalog.resolve(name)?;
+        let tool = self.resolve(name, cx.toolset.as_ref())?;
         let stages = &tool.stages;
         cx.events
             .set_budget(tool.limits.max_events, tool.limits.max_event_bytes);
@@ -87,7 +87,12 @@ impl Pipeline {
             None
         };
         let auth = stages.auth.as_ref().or(default_auth);
-        proceed(cx, clock, Stage::Auth, auth.is_some())?;
+        // A toolset's own auth check (`[toolsets.NAME] auth`) comes first.
+        let gate = self.catalog.scope(cx.toolset.as_ref()).auth();
+        proceed(cx, clock, Stage::Auth, auth.is_some() || gate.is_some())?;
+        if let Some(gate) = gate {
+            cx.principal = Some(self.door.check(gate, name, cx).await?);
+        }
         if let Some(auth) = auth {
             match self.door.check(auth, name, cx).await {
                 Ok(principal) => cx.principal = Some(principal),
@@ -179,7 +184,12 @@ impl Pipeline {
 
     /// Who is asking for a listing, when the catalog shows some tools only to
     /// some callers: the server-wide auth check's principal, if it accepts.
+    /// Through a toolset with its own auth check, the one that check
+    /// accepts (none: the listings show nothing).
     pub async fn listing_principal(&self, cx: &CallContext) -> Option<Principal> {
+        if let Some(gate) = self.catalog.scope(cx.toolset.as_ref()).auth() {
+            return self.door.lister(gate, cx).await;
+        }
         if !self.catalog.has_restricted() {
             return None;
         }
@@ -198,7 +208,7 @@ impl Pipeline {
         if let Some(principal) = &cx.principal {
             return Some(principal.clone());
         }
-        let tool = self.catalog.resolve(name).ok()?;
+        let tool = self.resolve(name, cx.toolset.as_ref()).ok()?;
         let stages = &tool.stages;
         let auth = match &stages.auth {
             Some(auth) => auth,
@@ -210,15 +220,33 @@ impl Pipeline {
         self.door.identify(auth, name, cx).await
     }
 
-    /// The definitions `tools/list` shows a caller, in order.
+    /// The tool `name` as a request through `toolset` finds it: one outside
+    /// the toolset is not found, exactly as an unknown one.
+    pub fn resolve(
+        &self,
+        name: &str,
+        toolset: Option<&Toolset>,
+    ) -> Result<std::sync::Arc<CatalogTool>, CallError> {
+        if !self.catalog.scope(toolset).tool(name) {
+            return Err(CallError::not_found(name));
+        }
+        self.catalog.resolve(name)
+    }
+
+    /// The definitions `tools/list` shows a caller through `toolset`, in order.
     pub fn listed<'a>(
         &'a self,
         principal: Option<&'a Principal>,
+        toolset: Option<&Toolset>,
     ) -> Vec<std::borrow::Cow<'a, crate::catalog::ToolDef>> {
         use crate::config::CatalogMode;
         use std::borrow::Cow;
         let mode = self.catalog.mode();
         let mut listed = Vec::new();
+        let scope = self.catalog.scope(toolset);
+        if !scope.admits(principal) {
+            return listed;
+        }
         if mode != CatalogMode::Full {
             for def in meta::definitions() {
                 listed.push(Cow::Borrowed(def));
@@ -226,7 +254,11 @@ impl Pipeline {
         }
         if mode != CatalogMode::Meta {
             // An upstream's tool as it is now, not as it was at startup.
-            listed.extend(self.catalog.visible(principal).map(|t| t.current_def()));
+            listed.extend(
+                (self.catalog.visible(principal))
+                    .filter(|t| scope.tool(&t.def.name))
+                    .map(|t| t.current_def()),
+            );
         }
         listed
     }

@@ -6,40 +6,77 @@ use serde_json::{Map, Value};
 
 use super::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, Pipeline, Principal, PromptDef,
-    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, not_cancelled,
+    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, Toolset, not_cancelled,
 };
-use crate::catalog::{Provider, Stages};
+use crate::catalog::{Provider, ResolvedResource, Stages};
 
 impl Pipeline {
-    /// The resources a caller with `principal` sees, in order.
-    pub fn listed_resources(&self, principal: Option<&Principal>) -> Vec<&ResourceDef> {
-        let offered = self.catalog.offered();
+    /// The resources a caller with `principal` sees through `toolset`, in order.
+    pub fn listed_resources(
+        &self,
+        principal: Option<&Principal>,
+        toolset: Option<&Toolset>,
+    ) -> Vec<&ResourceDef> {
+        let (offered, scope) = (self.catalog.offered(), self.catalog.scope(toolset));
+        if !scope.admits(principal) {
+            return Vec::new();
+        }
         offered
             .resources
             .iter()
-            .filter(|r| r.access.visible(principal))
+            .filter(|r| r.access.visible(principal) && scope.resource(&r.def.uri))
             .map(|r| &r.def)
             .collect()
     }
 
-    pub fn listed_templates(&self, principal: Option<&Principal>) -> Vec<&TemplateDef> {
-        let offered = self.catalog.offered();
+    pub fn listed_templates(
+        &self,
+        principal: Option<&Principal>,
+        toolset: Option<&Toolset>,
+    ) -> Vec<&TemplateDef> {
+        let (offered, scope) = (self.catalog.offered(), self.catalog.scope(toolset));
+        if !scope.admits(principal) {
+            return Vec::new();
+        }
         offered
             .templates
             .iter()
-            .filter(|t| t.access.visible(principal))
+            .filter(|t| t.access.visible(principal) && scope.resource(&t.def.uri_template))
             .map(|t| &t.def)
             .collect()
     }
 
-    pub fn listed_prompts(&self, principal: Option<&Principal>) -> Vec<&PromptDef> {
-        let offered = self.catalog.offered();
+    pub fn listed_prompts(
+        &self,
+        principal: Option<&Principal>,
+        toolset: Option<&Toolset>,
+    ) -> Vec<&PromptDef> {
+        let (offered, scope) = (self.catalog.offered(), self.catalog.scope(toolset));
+        if !scope.admits(principal) {
+            return Vec::new();
+        }
         offered
             .prompts
             .iter()
-            .filter(|p| p.access.visible(principal))
+            .filter(|p| p.access.visible(principal) && scope.prompt(&p.def.name))
             .map(|p| &p.def)
             .collect()
+    }
+
+    /// The resource or template `uri` names, as a request through the
+    /// context's toolset finds it: one outside the toolset (neither its URI
+    /// nor what lists it matches) is not found, as an unknown one.
+    fn resolve_resource<'a>(
+        &'a self,
+        uri: &str,
+        cx: &CallContext,
+    ) -> Result<ResolvedResource<'a>, CallError> {
+        let resolved = self.catalog.offered().resolve_resource(uri)?;
+        let scope = self.catalog.scope(cx.toolset.as_ref());
+        if !scope.resource(uri) && !scope.resource(resolved.key()) {
+            return Err(CallError::resource_not_found(uri));
+        }
+        Ok(resolved)
     }
 
     /// Reads one resource: the listed one with this URI, or the first
@@ -53,7 +90,7 @@ impl Pipeline {
             not_cancelled(cx, Stage::Handler)?;
             return self.read_artifact(uri, cx).await;
         }
-        let resolved = self.catalog.offered().resolve_resource(uri)?;
+        let resolved = self.resolve_resource(uri, cx)?;
         self.admit(uri, resolved.access(), cx, || {
             CallError::resource_not_found(uri)
         })
@@ -79,7 +116,7 @@ impl Pipeline {
     /// reading it. One hidden from the caller answers exactly as one that
     /// does not exist.
     pub async fn watchable(&self, uri: &str, cx: &mut CallContext) -> Result<(), CallError> {
-        let resolved = self.catalog.offered().resolve_resource(uri)?;
+        let resolved = self.resolve_resource(uri, cx)?;
         self.admit(uri, resolved.access(), cx, || {
             CallError::resource_not_found(uri)
         })
@@ -94,6 +131,9 @@ impl Pipeline {
         arguments: &Map<String, Value>,
         cx: &mut CallContext,
     ) -> Result<PromptResult, CallError> {
+        if !self.catalog.scope(cx.toolset.as_ref()).prompt(name) {
+            return Err(CallError::prompt_not_found(name));
+        }
         let prompt = self.catalog.offered().resolve_prompt(name)?;
         self.admit(name, &prompt.access, cx, || {
             CallError::prompt_not_found(name)
@@ -139,6 +179,14 @@ impl Pipeline {
             CompletionRef::Prompt(n) => CallError::prompt_not_found(n),
             CompletionRef::ResourceTemplate(t) => CallError::resource_not_found(t),
         };
+        let scope = self.catalog.scope(cx.toolset.as_ref());
+        let in_scope = match reference {
+            CompletionRef::Prompt(n) => scope.prompt(n),
+            CompletionRef::ResourceTemplate(t) => scope.resource(t),
+        };
+        if !in_scope {
+            return Err(not_found());
+        }
         let Some((provider, limits, access)) = self.catalog.offered().completer(reference) else {
             return Err(not_found());
         };
@@ -168,6 +216,10 @@ impl Pipeline {
         not_found: impl Fn() -> CallError,
     ) -> Result<(), CallError> {
         not_cancelled(cx, Stage::Auth)?;
+        // A toolset's own auth check (`[toolsets.NAME] auth`) comes first.
+        if let Some(gate) = self.catalog.scope(cx.toolset.as_ref()).auth() {
+            cx.principal = Some(self.door.check(gate, what, cx).await?);
+        }
         let hidden = access.visible_to.is_some();
         let default_auth = if hidden {
             self.catalog.default_auth()

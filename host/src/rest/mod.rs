@@ -46,7 +46,7 @@ pub fn router(rest: Rest) -> Router {
 /// The document for the caller: the tools `GET /tools` lists it, no others.
 async fn openapi_json(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/openapi.json").await;
-    let listed = pipeline.listed(principal.as_ref());
+    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
     let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
 }
@@ -68,7 +68,7 @@ struct Summary<'a> {
 
 async fn list(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/tools").await;
-    let listed = pipeline.listed(principal.as_ref());
+    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
     let tools: Vec<Summary> = listed
         .iter()
         .map(|d| Summary {
@@ -84,7 +84,7 @@ async fn list(caller: Caller) -> Response {
 async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
     let path = format!("/tools/{name}");
     let (pipeline, principal) = caller.listing(&path).await;
-    let listed = pipeline.listed(principal.as_ref());
+    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
     match listed.into_iter().find(|d| d.name == name) {
         Some(def) => Json(def).into_response(),
         None => error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message),
@@ -99,7 +99,7 @@ async fn call(Path(name): Path<String>, caller: Caller, body: Bytes) -> Response
         return error(StatusCode::FORBIDDEN, "Tool execution is disabled.");
     }
     let p = rest.pipeline.current();
-    if let Err(e) = p.catalog().resolve(&name)
+    if let Err(e) = p.resolve(&name, caller.toolset.as_ref())
         && !meta::is_meta(p.catalog().mode(), &name)
     {
         return error(StatusCode::NOT_FOUND, &e.message);

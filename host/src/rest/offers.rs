@@ -92,8 +92,8 @@ struct Prompts<'a> {
 async fn list_resources(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/resources").await;
     Json(Resources {
-        resources: pipeline.listed_resources(principal.as_ref()),
-        resource_templates: pipeline.listed_templates(principal.as_ref()),
+        resources: pipeline.listed_resources(principal.as_ref(), caller.toolset.as_ref()),
+        resource_templates: pipeline.listed_templates(principal.as_ref(), caller.toolset.as_ref()),
     })
     .into_response()
 }
@@ -101,7 +101,7 @@ async fn list_resources(caller: Caller) -> Response {
 async fn list_prompts(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/prompts").await;
     Json(Prompts {
-        prompts: pipeline.listed_prompts(principal.as_ref()),
+        prompts: pipeline.listed_prompts(principal.as_ref(), caller.toolset.as_ref()),
     })
     .into_response()
 }

@@ -11,7 +11,7 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
-use crate::pipeline::{CallContext, Live, Pipeline, Principal, RequestInfo, Transport};
+use crate::pipeline::{CallContext, Live, Pipeline, Principal, RequestInfo, Toolset, Transport};
 
 /// What the REST handlers share.
 pub struct Rest {
@@ -28,6 +28,9 @@ pub struct Rest {
 /// The principal of a request's bearer token, when `[oauth]` protects REST.
 pub(crate) type Token = Option<axum::Extension<crate::pipeline::Principal>>;
 
+/// The toolset a REST router serves (`/toolsets/NAME/…`), when it serves one.
+type ToolsetOf = Option<axum::Extension<Toolset>>;
+
 /// Who asks, as every REST handler sees it: the shared state, the
 /// client's address, the bearer token's principal (`[oauth]` with
 /// `rest = true`) and the request headers.
@@ -36,6 +39,8 @@ pub(super) struct Caller {
     client: SocketAddr,
     token: Token,
     headers: HeaderMap,
+    /// The toolset the route serves; `None`: the whole catalog.
+    pub(super) toolset: Option<Toolset>,
 }
 
 impl FromRequestParts<Arc<Rest>> for Caller {
@@ -54,11 +59,15 @@ impl FromRequestParts<Arc<Rest>> for Caller {
         let headers = HeaderMap::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
+        let toolset = <ToolsetOf as FromRequestParts<Arc<Rest>>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
         Ok(Caller {
             rest,
             client,
             token,
             headers,
+            toolset: toolset.map(|t| t.0),
         })
     }
 }
@@ -77,6 +86,7 @@ impl Caller {
         // `[oauth]` with `rest = true`: the bearer token's principal, which the
         // middleware put in place of the `Authorization` header.
         cx.principal = self.token.clone().map(|t| t.0);
+        cx.toolset = self.toolset.clone();
         cx.request = Some(Arc::new(info));
         cx
     }

@@ -29,6 +29,7 @@ pub(in crate::mcp) async fn post(
     modern: &Modern,
     client: SocketAddr,
     token: Option<crate::pipeline::Principal>,
+    toolset: Option<crate::pipeline::Toolset>,
     headers: &HeaderMap,
     message: Incoming,
 ) -> Response {
@@ -64,6 +65,7 @@ pub(in crate::mcp) async fn post(
         client,
         token,
         front: Some(&front),
+        toolset,
     };
     let meta = &front.meta;
     match method.as_str() {

@@ -73,7 +73,10 @@ pub(super) async fn tools_call(
     if !(args.is_object() || args.is_null()) {
         return None;
     }
-    let support = st.pipeline.current().catalog().task_support(name)?;
+    let pipeline = st.pipeline.current();
+    // A tool outside the request's toolset is answered by the plain call.
+    pipeline.resolve(name, req.toolset.as_ref()).ok()?;
+    let support = pipeline.catalog().task_support(name)?;
     if !modern.tasks.available() {
         return None;
     }
