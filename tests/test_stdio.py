@@ -335,3 +335,27 @@ def test_the_inspector_cli_lists_and_calls_over_stdio(home):
     called = inspector("--method", "tools/call", "--tool-name", "echo",
                        "--tool-arg", "text=from the inspector")
     assert called["content"][0]["text"] == "from the inspector"
+
+
+def test_stdio_serves_the_default_toolset_as_mcp_does(home):
+    """With `[server] default_toolset`, stdin sees what `/mcp` would: that toolset's tools only,
+    and a tool outside it is an unknown tool."""
+    from mcp.shared.exceptions import McpError
+
+    config = write_config(home, 'default_toolset = "plain"\n[toolsets.plain]\ntools = ["echo"]\n')
+
+    async def run(session):
+        tools = {t.name for t in (await session.list_tools()).tools}
+        echo = await session.call_tool("echo", {"text": "in the toolset"})
+        try:
+            await session.call_tool("test_tool_with_progress", {})
+            outside = None
+        except McpError as e:
+            outside = e.error
+        return tools, echo, outside
+
+    tools, echo, outside = sdk_session(home, config, run)
+    assert tools == {"echo"}
+    assert not echo.isError and "in the toolset" in echo.content[0].text
+    assert outside is not None, "a tool outside the toolset was called"
+    assert outside.code == -32601 and "not found" in outside.message.lower(), outside
