@@ -4,6 +4,10 @@
 //! - `POST /echo`: reads a JSON-RPC request, answers a fixed small result.
 //! - `POST /query`: reads `{"id": n}`, runs the bench DB tool's statement
 //!   through the same kind of pool (deadpool, `prepare_cached`), answers the rows.
+//! - `POST /query-reset`: the same, with the session reset Hangar's
+//!   Postgres connector sends after every read-only statement, pipelined
+//!   with it (two messages a call, as Hangar's): what the reset costs apart
+//!   from the rest of Hangar.
 //! - `GET /hello`: a small text — the upstream of the outbound-call scenario.
 //! - `POST /fetch`: makes the request a guest's `fetch` makes — `GET /hello`
 //!   on this server, over a new connection (as Hangar's client does) — and
@@ -38,14 +42,35 @@ async fn echo(body: Bytes) -> impl IntoResponse {
     )
 }
 
+/// What Hangar's connector sends after a read-only statement
+/// (`host/src/db/postgres.rs`, `READ_ONLY_RESET`).
+const RESET: &str = "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; \
+     UNLISTEN *; SELECT pg_advisory_unlock_all()";
+
 async fn query(State(pool): State<Arc<Pool>>, body: Bytes) -> impl IntoResponse {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    run_query(&pool, &body, false).await
+}
+
+async fn query_reset(State(pool): State<Arc<Pool>>, body: Bytes) -> impl IntoResponse {
+    run_query(&pool, &body, true).await
+}
+
+async fn run_query(pool: &Pool, body: &[u8], reset: bool) -> impl IntoResponse + use<> {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let id = request.get("id").and_then(Value::as_i64).unwrap_or(0) as i32;
     let client = pool.get().await.expect("connection");
     let stmt = client.prepare_cached(QUERY).await.expect("prepare");
-    let rows: Vec<Value> = client
-        .query(&stmt, &[&id])
-        .await
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+    let found = if reset {
+        // Both sent when first polled, together; answered in order.
+        let (found, reset) =
+            futures::join!(client.query(&stmt, &params), client.batch_execute(RESET));
+        reset.expect("reset");
+        found
+    } else {
+        client.query(&stmt, &params).await
+    };
+    let rows: Vec<Value> = found
         .expect("query")
         .iter()
         .map(|r| json!({ "id": r.get::<_, i32>(0), "name": r.get::<_, String>(1) }))
@@ -135,6 +160,7 @@ async fn main() {
         app = app.merge(
             Router::new()
                 .route("/query", post(query))
+                .route("/query-reset", post(query_reset))
                 .with_state(Arc::new(pool)),
         );
     }
