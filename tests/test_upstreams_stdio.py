@@ -307,3 +307,47 @@ def test_hangar_check_says_what_is_wrong_with_a_command_upstream(tmp_path):
     assert "upstreams.both" in out.stdout and "not both" in out.stdout
     assert "upstreams.neither" in out.stdout and "url (a server over HTTP) or command" in out.stdout
     assert "upstreams.missing" in out.stdout and "could not start (/no/such/program" in out.stdout
+
+
+# --- Hangar itself on stdio, with a stdio upstream -------------------------------------------
+
+
+def test_hangar_serving_stdio_with_a_stdio_upstream(tmp_path, server_script):
+    """The child has pipes of its own: Hangar's stdin/stdout stay the client's."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from conftest import HANGAR_BIN
+
+    (tmp_path / "plugins").mkdir()
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n' + config(server_script))
+    params = StdioServerParameters(
+        command=str(HANGAR_BIN),
+        args=["serve", "--stdio", "--config", str(cfg), "--plugins", str(tmp_path / "plugins")],
+        env={**os.environ, "NO_COLOR": "1", **ENV}, cwd=str(tmp_path))
+
+    async def main():
+        with open(tmp_path / "hangar.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    tools = {t.name for t in (await s.list_tools()).tools}
+                    added = await s.call_tool("py.add", {"a": 20, "b": 22})
+                    progress = []
+
+                    async def on_progress(done, total, message):
+                        progress.append((done, total))
+
+                    stepped = await s.call_tool("py.progress", {"steps": 2}, progress_callback=on_progress)
+                    return tools, added, stepped, progress
+
+    tools, added, stepped, progress = asyncio.run(main())
+    assert {"py.add", "py.echo", "py.progress"} <= tools
+    assert not added.isError and added.content[0].text == "42"
+    assert stepped.content[0].text == "done 2"
+    assert progress == [(1, 2), (2, 2)]
+    # Its stderr went to Hangar's log (Hangar's stderr), not to the client's stdout.
+    assert "stdio test server ready" in (tmp_path / "hangar.log").read_text()
