@@ -12,6 +12,7 @@ mod slot;
 mod sse;
 mod stdio;
 mod tools;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

@@ -21,7 +21,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, watch};
 
-use super::client::{Handshake, WireError, initialize_message, supported_version};
+use super::wire::{
+    Handshake, SUPPORTED_VERSIONS, WireError, initialize_message, supported_version,
+};
 use crate::config::StdioCommand;
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`].
@@ -318,7 +320,7 @@ async fn run_once(shared: &Shared, runs: u64) -> String {
 /// newest protocol version first and the next one if that is refused.
 async fn initialize(run: &Run) -> Result<Handshake, WireError> {
     let mut last = WireError::Protocol("initialize got no answer".into());
-    for version in super::client::SUPPORTED_VERSIONS.iter().take(2) {
+    for version in SUPPORTED_VERSIONS.iter().take(2) {
         let body = initialize_message(version, &json!({}));
         let answer = exchange_on(run, &body, Some(INIT_ID), &mut |_| {}).await?;
         let Some(result) = answer.as_ref().and_then(|a| a.get("result")) else {
