@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A stdio upstream's tool call through Hangar vs the same server called directly.
 
-The upstream is the Python SDK's FastMCP run over stdio (a small server with
-tool `add`, written to a temporary folder). A: the SDK's stdio client talks to
+The upstream is the Python SDK's FastMCP run over stdio
+(tests/clients/upstream_server.py, as the HTTP bench's, tool `add`). A: the SDK's stdio client talks to
 `hangar serve --stdio`, which has the server as `[upstreams.up] command = …`
 and calls `up.add` through its whole pipeline. B: the SDK's stdio client talks
 to the same server directly. One connection each, calls one after another, A
@@ -26,20 +26,6 @@ HANGAR = Path(os.environ.get("HANGAR_BIN", ROOT / "target/release/hangar"))
 PYTHON = os.environ.get("PYTHON", sys.executable)
 WORK = Path(tempfile.mkdtemp(prefix="hangar-bench-stdio-"))
 
-SERVER = '''
-from mcp.server.fastmcp import FastMCP
-
-mcp = FastMCP("bench")
-
-
-@mcp.tool()
-def add(a: int, b: int) -> int:
-    """Adds two integers."""
-    return a + b
-
-
-mcp.run("stdio")
-'''
 
 
 async def timed(session, name, calls):
@@ -67,16 +53,15 @@ async def main():
     ap.add_argument("--calls", type=int, default=500)
     args = ap.parse_args()
 
-    script = WORK / "server.py"
-    script.write_text(SERVER)
+    script = ROOT / "tests/clients/upstream_server.py"
     (WORK / "plugins").mkdir()
     config = WORK / "hangar.toml"
     config.write_text(f'[server]\ncache_dir = "{WORK}/cache"\n[upstreams.up]\n'
-                      f'command = [{json.dumps(PYTHON)}, {json.dumps(str(script))}]\n')
+                      f'command = [{json.dumps(PYTHON)}, {json.dumps(str(script))}, "stdio"]\n')
     env = {**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1"}
     via = StdioServerParameters(command=str(HANGAR), env=env, args=[
         "serve", "--stdio", "--config", str(config), "--plugins", str(WORK / "plugins")])
-    direct = StdioServerParameters(command=PYTHON, args=[str(script)], env=env)
+    direct = StdioServerParameters(command=PYTHON, args=[str(script), "stdio"], env=env)
     with open(WORK / "stderr.log", "w") as errlog:
         async with stdio_client(via, errlog=errlog) as (ra, wa), \
                 stdio_client(direct, errlog=errlog) as (rb, wb):

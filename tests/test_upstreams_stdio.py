@@ -1,7 +1,7 @@
 """Upstream MCP servers over stdio (`[upstreams.NAME] command = [...]`): Hangar
 starts the server as a child process and speaks newline-delimited JSON-RPC on
 its stdin/stdout. The servers are real: the official Python SDK's FastMCP
-(a small script written here, run with `FastMCP(...).run("stdio")`) and the
+(tests/clients/upstream_server.py, run with `FastMCP(...).run("stdio")`) and the
 official `@modelcontextprotocol/server-everything` from npm. Everything HTTP
 upstreams have works the same: the prefix, progress relayed, list_changed,
 pinning, the breaker; the child is restarted when it dies."""
@@ -22,87 +22,24 @@ from test_upstreams import listed, text
 
 EVERYTHING = Path(__file__).parent / "node_modules" / ".bin" / "mcp-server-everything"
 
-SERVER = '''
-import asyncio
-import os
-import sys
-
-from mcp import types
-from mcp.server.fastmcp import Context, FastMCP
-
-mcp = FastMCP("stdio-test")
-print("stdio test server ready", file=sys.stderr, flush=True)
-
-
-@mcp.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
-def add(a: int, b: int) -> int:
-    """Adds two integers."""
-    return a + b
-
-
-@mcp.tool()
-def echo(text: str) -> str:
-    """Echoes the text in brackets."""
-    return f"[{text}]"
-
-
-@mcp.tool()
-def pid() -> str:
-    """The server process's id, and the variable the config set."""
-    return f"{os.getpid()} {os.environ.get('STDIO_TEST_VAR', '-')} {os.getcwd()}"
-
-
-@mcp.tool()
-async def progress(steps: int, ctx: Context) -> str:
-    """Reports progress and a log line per step."""
-    for i in range(steps):
-        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
-        await ctx.info(f"did step {i + 1}")
-    return f"done {steps}"
-
-
-@mcp.tool()
-async def slow(seconds: float) -> str:
-    """Says on stderr that it started, then sleeps."""
-    print("slow call started", file=sys.stderr, flush=True)
-    await asyncio.sleep(seconds)
-    return "slept"
-
-
-@mcp.tool()
-def mutable() -> str:
-    """The original description."""
-    return "mutable ran"
-
-
-@mcp.tool()
-async def set_description(text: str, ctx: Context) -> str:
-    """Changes the description of `mutable` and says the list changed."""
-    mcp._tool_manager.get_tool("mutable").description = text
-    await ctx.session.send_tool_list_changed()
-    return "changed"
-
-
-mcp.run("stdio")
-'''
+SERVER_SCRIPT = Path(__file__).parent / "clients" / "upstream_server.py"
 
 
 @pytest.fixture(scope="module")
-def server_script(tmp_path_factory):
-    path = tmp_path_factory.mktemp("stdio-upstream") / "server.py"
-    path.write_text(SERVER)
-    return path
+def workdir(tmp_path_factory):
+    """The child's working directory (`cwd`)."""
+    return tmp_path_factory.mktemp("stdio-upstream")
 
 
-def config(script, pinning="warn", extra=""):
+def config(workdir, pinning="warn", extra=""):
     return f"""
 pinning = "{pinning}"
 
 [upstreams.py]
-command = [{json.dumps(sys.executable)}, "-u"]
-args = [{json.dumps(str(script))}]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER_SCRIPT))}]
+args = ["stdio"]
 env = {{ STDIO_TEST_VAR = "v-{{{{ env.STDIO_TEST_SECRET }}}}" }}
-cwd = {json.dumps(str(script.parent))}
+cwd = {json.dumps(str(workdir))}
 prefix = "py."
 timeout = "20s"
 {extra}
@@ -113,12 +50,12 @@ ENV = {"STDIO_TEST_SECRET": "from-env"}
 
 
 @pytest.fixture(scope="module")
-def shared(start_server, server_script):
-    return start_server(plugins=[], config=config(server_script), env=ENV)
+def shared(start_server, workdir):
+    return start_server(plugins=[], config=config(workdir), env=ENV)
 
 
 def child_pid(c):
-    return int(text(c.call("py.pid", {})).split()[0])
+    return int(text(c.call("py.process", {})).split()[0])
 
 
 def health(s):
@@ -140,12 +77,12 @@ def test_tools_are_listed_with_the_prefix_and_called(shared):
     assert health(shared)["upstreams"]["py"] == {"breaker": "closed", "failures": 0}
 
 
-def test_the_child_gets_its_env_and_cwd_and_its_stderr_is_logged(shared, server_script):
+def test_the_child_gets_its_env_and_cwd_and_its_stderr_is_logged(shared, workdir):
     c = session(shared)
-    pid, var, cwd = text(c.call("py.pid", {})).split()
+    pid, var, cwd = text(c.call("py.process", {})).split()
     assert int(pid) != os.getpid()
     assert var == "v-from-env"
-    assert cwd == str(server_script.parent)
+    assert cwd == str(workdir)
     log = wait_for(lambda: "stdio test server ready" in (t := shared.log_text()) and t, 10, "its stderr")
     [line] = [ln for ln in log.splitlines() if "stdio test server ready" in ln]
     assert "upstream" in line and "py" in line, line
@@ -181,8 +118,8 @@ def test_calls_from_many_sessions_share_the_one_child(shared):
     assert results == {i: f"[n{i}]" for i in range(4)}
 
 
-def test_list_changed_reaches_clients_and_block_pins_the_old_definition(start_server, server_script):
-    s = start_server(plugins=[], config=config(server_script, pinning="block"), env=ENV)
+def test_list_changed_reaches_clients_and_block_pins_the_old_definition(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, pinning="block"), env=ENV)
     c = session(s)
     assert listed(c)["py.mutable"]["description"] == "The original description."
     assert text(c.call("py.mutable", {})) == "mutable ran"
@@ -202,8 +139,8 @@ def test_list_changed_reaches_clients_and_block_pins_the_old_definition(start_se
     assert text(fresh.call("py.mutable", {})) == "mutable ran"
 
 
-def test_a_killed_child_fails_its_call_and_is_restarted(start_server, server_script):
-    s = start_server(plugins=[], config=config(server_script, extra="breaker_failures = 1"), env=ENV)
+def test_a_killed_child_fails_its_call_and_is_restarted(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra="breaker_failures = 1"), env=ENV)
     c = session(s)
     first = child_pid(c)
     answers = {}
@@ -223,7 +160,7 @@ def test_a_killed_child_fails_its_call_and_is_restarted(start_server, server_scr
 
     # The restarted child answers (its relisting closes the breaker again).
     def answered():
-        r = c.call("py.pid", {})
+        r = c.call("py.process", {})
         return "result" in r and int(text(r).split()[0])
 
     second = wait_for(answered, 30, "a call to the restarted child")
@@ -231,8 +168,8 @@ def test_a_killed_child_fails_its_call_and_is_restarted(start_server, server_scr
     assert text(c.call("py.add", {"a": 1, "b": 2})) == "3"
 
 
-def test_the_child_is_stopped_with_hangar(start_server, server_script):
-    s = start_server(plugins=[], config=config(server_script), env=ENV)
+def test_the_child_is_stopped_with_hangar(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir), env=ENV)
     pid = child_pid(session(s))
     s.stop()
     wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
@@ -245,16 +182,16 @@ def stat_state(pid):
         return "Z"
 
 
-def test_a_reload_that_drops_the_upstream_stops_its_child(start_server, server_script):
-    s = start_server(plugins=[], config=config(server_script), env=ENV)
+def test_a_reload_that_drops_the_upstream_stops_its_child(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir), env=ENV)
     pid = child_pid(session(s))
     s.config_path.write_text(s.config_path.read_text().split("[upstreams.py]")[0])
     wait_for(lambda: "py.echo" not in listed(session(s)), 30, "the reload")
     wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
 
 
-def test_first_use_does_not_hold_up_loading_and_lists_after(start_server, server_script):
-    s = start_server(plugins=[], config=config(server_script, extra='start = "first-use"'), env=ENV)
+def test_first_use_does_not_hold_up_loading_and_lists_after(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra='start = "first-use"'), env=ENV)
     c = session(s)
     wait_for(lambda: "py.echo" in listed(c), 30, "the background listing")
     assert text(c.call("py.echo", {"text": "late"})) == "[late]"
@@ -312,7 +249,7 @@ def test_hangar_check_says_what_is_wrong_with_a_command_upstream(tmp_path):
 # --- Hangar itself on stdio, with a stdio upstream -------------------------------------------
 
 
-def test_hangar_serving_stdio_with_a_stdio_upstream(tmp_path, server_script):
+def test_hangar_serving_stdio_with_a_stdio_upstream(tmp_path, workdir):
     """The child has pipes of its own: Hangar's stdin/stdout stay the client's."""
     import asyncio
 
@@ -323,7 +260,7 @@ def test_hangar_serving_stdio_with_a_stdio_upstream(tmp_path, server_script):
 
     (tmp_path / "plugins").mkdir()
     cfg = tmp_path / "hangar.toml"
-    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n' + config(server_script))
+    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n' + config(workdir))
     params = StdioServerParameters(
         command=str(HANGAR_BIN),
         args=["serve", "--stdio", "--config", str(cfg), "--plugins", str(tmp_path / "plugins")],
