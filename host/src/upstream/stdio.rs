@@ -324,7 +324,9 @@ async fn initialize(run: &Run) -> Result<Handshake, WireError> {
         let body = initialize_message(version, &json!({}));
         let answer = exchange_on(run, &body, Some(INIT_ID), &mut |_| {}).await?;
         let Some(result) = answer.as_ref().and_then(|a| a.get("result")) else {
-            last = WireError::Protocol(format!("initialize failed: {answer:?}"));
+            let error = answer.as_ref().and_then(|a| a.get("error"));
+            let error = error.map_or_else(|| "no result".to_string(), Value::to_string);
+            last = WireError::Protocol(format!("initialize failed: {error}"));
             continue;
         };
         let protocol_version = supported_version(result, version)?;
@@ -358,9 +360,11 @@ async fn read_stdout(shared: &Shared, run: &Arc<Run>, stdout: pipe::Receiver) ->
 }
 
 /// Hands one message to whoever waits for it: an answer to its request,
-/// progress to the request whose token it carries, anything else the
-/// server says to the newest request in flight (or, with none, `list_changed`
-/// wakes a refresh and its own requests are answered here).
+/// progress to the request whose token it carries. Anything else the server
+/// says (logs, its own requests) names no request over stdio, so it goes to
+/// the one request in flight, if only one is; else notifications are
+/// dropped and requests answered here (`ping`) or refused. `list_changed`
+/// always wakes a refresh.
 async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
     let method = message.get("method").and_then(Value::as_str);
     if method == Some("notifications/tools/list_changed") {
@@ -375,7 +379,7 @@ async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
                 .pointer("/params/progressToken")
                 .and_then(Value::as_u64)
                 .filter(|t| pending.contains_key(t))
-                .or_else(|| pending.keys().filter(|k| **k != INIT_ID).max().copied()),
+                .or_else(|| only_call(pending.keys())),
         };
         id.and_then(|id| pending.get(&id).cloned())
     };
@@ -393,6 +397,14 @@ async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
         };
         let _ = exchange_on(run, &answer, None, &mut |_| {}).await;
     }
+}
+
+/// The one request in flight (not counting the run's own `initialize`), if
+/// exactly one is.
+fn only_call<'a>(ids: impl Iterator<Item = &'a u64>) -> Option<u64> {
+    let mut calls = ids.filter(|id| **id != INIT_ID);
+    let first = calls.next().copied();
+    if calls.next().is_some() { None } else { first }
 }
 
 /// One line (without its newline), at most `max` bytes: a longer one is
@@ -485,6 +497,13 @@ mod tests {
         assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"{}");
         assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"tail");
         assert_eq!(read_line(&mut reader, 10).await.unwrap(), None);
+    }
+
+    #[test]
+    fn what_names_no_request_goes_to_the_only_call_in_flight() {
+        assert_eq!(only_call([INIT_ID, 17].iter()), Some(17));
+        assert_eq!(only_call([17, 33].iter()), None);
+        assert_eq!(only_call([INIT_ID].iter()), None);
     }
 
     #[test]
