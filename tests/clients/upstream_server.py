@@ -1,6 +1,8 @@
 """An upstream MCP server for tests/test_upstreams*.py: the official Python SDK's
 FastMCP (mcp<2) over Streamable HTTP under uvicorn, on the port given as argv[1]
-(HTTPS with the certificate and key files given as argv[2] and argv[3]).
+(HTTPS with the certificate and key files given as argv[2] and argv[3]), or over
+stdio when argv[1] is `stdio` (for tests/test_upstreams_stdio.py: it says it is
+ready on stderr first).
 
 Tools: add, echo, fail (an isError result), needs_auth (a JSON-RPC error the SDK
 raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), mutable (its
@@ -10,7 +12,8 @@ traceparent and session id it was called with), ask_name (elicits a name),
 add_tool / remove_tool (change the tool list and say so with
 notifications/tools/list_changed on that call's stream), with_meta (a result
 with its own _meta), links (resource links a client must not follow blindly:
-javascript:, data: and one https link).
+javascript:, data: and one https link), process (its pid, $STDIO_TEST_VAR and
+working directory).
 
 Side routes for the tests (around FastMCP's app, not MCP): GET /_test/deletes
 lists the session ids DELETE /mcp was sent for; POST /_test/add/NAME adds a
@@ -18,6 +21,7 @@ tool NAME without telling anyone (for the periodic refresh)."""
 
 import asyncio
 import json
+import os
 import sys
 
 from pydantic import BaseModel
@@ -26,7 +30,8 @@ from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import UrlElicitationRequiredError
 
-port = int(sys.argv[1])
+STDIO = sys.argv[1] == "stdio"
+port = 0 if STDIO else int(sys.argv[1])
 mcp = FastMCP("upstream-under-test", port=port, log_level="WARNING")
 
 
@@ -70,6 +75,7 @@ CANCELLED = []
 @mcp.tool()
 async def slow(seconds: float) -> str:
     """Sleeps, then answers (a cancelled sleep is remembered)."""
+    print("slow call started", file=sys.stderr, flush=True)
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
@@ -168,6 +174,12 @@ def links() -> types.CallToolResult:
     ])
 
 
+@mcp.tool()
+def process() -> str:
+    """This process's id, $STDIO_TEST_VAR and working directory."""
+    return f"{os.getpid()} {os.environ.get('STDIO_TEST_VAR', '-')} {os.getcwd()}"
+
+
 DELETES = []
 
 
@@ -194,7 +206,10 @@ def observed(app):
     return wrapped
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and STDIO:
+    print("stdio test server ready", file=sys.stderr, flush=True)
+    mcp.run("stdio")
+elif __name__ == "__main__":
     import uvicorn
     tls = {"ssl_certfile": sys.argv[2], "ssl_keyfile": sys.argv[3]} if len(sys.argv) > 3 else {}
     uvicorn.run(observed(mcp.streamable_http_app()), host="127.0.0.1", port=port,

@@ -50,7 +50,9 @@ impl Catalog {
             }
         }
         // Failures are kept by each upstream (see `Upstream::listing_error`).
-        futures::future::join_all(upstreams.iter().map(|u| u.refresh())).await;
+        // A stdio upstream started on first use is listed in the background.
+        let at_load = upstreams.iter().filter(|u| u.starts_at_load());
+        futures::future::join_all(at_load.map(|u| u.refresh())).await;
         self.upstream_seen
             .store(*self.upstream_changes.borrow(), Ordering::Release);
         for upstream in upstreams {

@@ -54,7 +54,7 @@ pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport, ToolConfig};
 pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
-pub use upstreams::{Pinning, ResolvedUpstream, UpstreamConfig};
+pub use upstreams::{Pinning, ResolvedUpstream, Start, StdioCommand, Transport, UpstreamConfig};
 
 /// `hangar.toml`, Hangar's configuration file. Every key is optional;
 /// unknown keys are errors.

@@ -1,4 +1,5 @@
-//! `[upstreams.NAME]`: MCP servers (Streamable HTTP) whose tools join the
+//! `[upstreams.NAME]`: MCP servers (Streamable HTTP at a `url`, or a child
+//! process speaking stdio, started from a `command`) whose tools join the
 //! catalog, and `[server] pinning`. This file owns the schema and its
 //! validation; connecting is the upstream module's job.
 
@@ -18,13 +19,39 @@ use serde::Deserialize;
 /// timeout = "10s"
 /// tools = ["forecast", "alerts"]
 /// max_response_bytes = 8388608
+///
+/// [upstreams.files]
+/// command = ["uvx", "some-mcp-server"]
+/// args = ["--root", "/srv"]
+/// env = { API_KEY = "{{ env.FILES_KEY }}" }
+/// cwd = "/srv"
+/// start = "load"
 /// ```
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// The server's MCP endpoint (`http://` or `https://`, verified against
     /// the system roots plus `[http] extra_ca`); may hold `{{ env.VAR }}`.
-    pub url: String,
+    /// Exactly one of `url` and `command` is set.
+    pub url: Option<String>,
+    /// A server spoken to over stdio: the program and its leading
+    /// arguments, started as a child process (restarted with backoff when it
+    /// exits, stopped on shutdown and reload). Exactly one of `url` and
+    /// `command` is set.
+    pub command: Option<Vec<String>>,
+    /// More arguments after `command`'s.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the child (on top of Hangar's own);
+    /// values may hold `{{ env.VAR }}` or `{{ file./path }}`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The child's working directory (default: Hangar's).
+    pub cwd: Option<String>,
+    /// When the child is started: `load` (while the config loads, which
+    /// waits for its tool list) or `first-use` (when first needed).
+    #[serde(default)]
+    pub start: Start,
     /// Put before each of its tool names; default `NAME.`.
     pub prefix: Option<String>,
     /// Sent with every request; values may hold `{{ env.VAR }}` or `{{ file./path }}`.
@@ -75,6 +102,18 @@ fn default_cooldown() -> Duration {
     Duration::from_secs(30)
 }
 
+/// When a `command` upstream's child process is started.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// While the config loads: loading waits for its tool list.
+    #[default]
+    Load,
+    /// Not while the config loads (loading does not wait for it): the
+    /// background listing right after, or a call, starts it.
+    FirstUse,
+}
+
 /// What `[server] pinning` does when a tool's definition changes under a
 /// live session (a known tool-poisoning vector).
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -94,15 +133,36 @@ pub enum Pinning {
 #[derive(Debug, Clone)]
 pub struct ResolvedUpstream {
     pub name: String,
-    pub url: http::Uri,
+    pub transport: Transport,
     pub prefix: String,
-    pub headers: http::HeaderMap,
     pub timeout: Duration,
     pub max_response_bytes: usize,
     pub tools: Option<Vec<String>>,
     pub refresh: Duration,
     pub breaker_failures: u32,
     pub breaker_cooldown: Duration,
+}
+
+/// How an upstream is reached.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// Streamable HTTP at `url`, `headers` sent with every request.
+    Http {
+        url: http::Uri,
+        headers: http::HeaderMap,
+    },
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio(StdioCommand),
+}
+
+/// The child process of a `command` upstream, placeholders substituted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StdioCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<std::path::PathBuf>,
+    pub start: Start,
 }
 
 impl UpstreamConfig {
@@ -114,7 +174,63 @@ impl UpstreamConfig {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ResolvedUpstream, String> {
         let fail = |what: String| format!("upstream {name:?}: {what}");
-        let url = super::substitute_env(&self.url, env).map_err(|e| fail(format!("url: {e}")))?;
+        let transport = match (&self.url, &self.command) {
+            (Some(url), None) => self.resolve_http(url, env, &fail)?,
+            (None, Some(command)) => self.resolve_stdio(command, env, &fail)?,
+            (Some(_), Some(_)) => {
+                return Err(fail(
+                    "set url (a server over HTTP) or command (a server over stdio), not both"
+                        .into(),
+                ));
+            }
+            (None, None) => {
+                return Err(fail(
+                    "set url (a server over HTTP) or command (a server over stdio)".into(),
+                ));
+            }
+        };
+        if self.timeout.is_zero() {
+            return Err(fail("timeout must be more than 0s".into()));
+        }
+        if self.max_response_bytes < 1024 {
+            return Err(fail("max_response_bytes must be at least 1024".into()));
+        }
+        if self.breaker_failures == 0 {
+            return Err(fail("breaker_failures must be at least 1".into()));
+        }
+        let prefix = self.prefix.clone().unwrap_or_else(|| format!("{name}."));
+        if let Some(tools) = &self.tools
+            && tools.is_empty()
+        {
+            return Err(fail(
+                "tools is empty: list some, or leave it out for all".into(),
+            ));
+        }
+        Ok(ResolvedUpstream {
+            name: name.to_string(),
+            transport,
+            prefix,
+            timeout: self.timeout,
+            max_response_bytes: self.max_response_bytes,
+            tools: self.tools.clone(),
+            refresh: self.refresh,
+            breaker_failures: self.breaker_failures,
+            breaker_cooldown: self.breaker_cooldown,
+        })
+    }
+
+    fn resolve_http(
+        &self,
+        url: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        fail: &dyn Fn(String) -> String,
+    ) -> Result<Transport, String> {
+        if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+            return Err(fail(
+                "args, env and cwd are for command upstreams; a url upstream takes headers".into(),
+            ));
+        }
+        let url = super::substitute_env(url, env).map_err(|e| fail(format!("url: {e}")))?;
         let url: http::Uri = url
             .parse()
             .map_err(|_| fail("url is not a valid URL".into()))?;
@@ -138,35 +254,50 @@ impl UpstreamConfig {
             value.set_sensitive(true);
             headers.insert(header, value);
         }
-        if self.timeout.is_zero() {
-            return Err(fail("timeout must be more than 0s".into()));
-        }
-        if self.max_response_bytes < 1024 {
-            return Err(fail("max_response_bytes must be at least 1024".into()));
-        }
-        if self.breaker_failures == 0 {
-            return Err(fail("breaker_failures must be at least 1".into()));
-        }
-        let prefix = self.prefix.clone().unwrap_or_else(|| format!("{name}."));
-        if let Some(tools) = &self.tools
-            && tools.is_empty()
-        {
+        Ok(Transport::Http { url, headers })
+    }
+
+    fn resolve_stdio(
+        &self,
+        command: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+        fail: &dyn Fn(String) -> String,
+    ) -> Result<Transport, String> {
+        let Some((program, leading)) = command.split_first() else {
             return Err(fail(
-                "tools is empty: list some, or leave it out for all".into(),
+                "command is empty: give the program (and its leading arguments)".into(),
+            ));
+        };
+        if program.trim().is_empty() {
+            return Err(fail("command's program is empty".into()));
+        }
+        if !self.headers.is_empty() {
+            return Err(fail(
+                "headers are for url upstreams; a command upstream takes env".into(),
             ));
         }
-        Ok(ResolvedUpstream {
-            name: name.to_string(),
-            url,
-            prefix,
-            headers,
-            timeout: self.timeout,
-            max_response_bytes: self.max_response_bytes,
-            tools: self.tools.clone(),
-            refresh: self.refresh,
-            breaker_failures: self.breaker_failures,
-            breaker_cooldown: self.breaker_cooldown,
-        })
+        let mut vars = BTreeMap::new();
+        for (key, value) in &self.env {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(fail(format!("env {key:?} is not a valid variable name")));
+            }
+            let value =
+                super::substitute_env(value, env).map_err(|e| fail(format!("env {key}: {e}")))?;
+            vars.insert(key.clone(), value);
+        }
+        let cwd = self.cwd.as_ref().map(std::path::PathBuf::from);
+        if let Some(dir) = &cwd
+            && !dir.is_dir()
+        {
+            return Err(fail(format!("cwd {} is not a directory", dir.display())));
+        }
+        Ok(Transport::Stdio(StdioCommand {
+            program: program.clone(),
+            args: leading.iter().chain(&self.args).cloned().collect(),
+            env: vars,
+            cwd,
+            start: self.start,
+        }))
     }
 }
 
@@ -198,7 +329,10 @@ mod tests {
         let u = c.upstreams["weather"].resolve("weather", &env).unwrap();
         assert_eq!(u.prefix, "w.");
         assert_eq!(u.timeout, Duration::from_secs(10));
-        assert_eq!(u.headers["authorization"], "Bearer s3cret");
+        let Transport::Http { headers, .. } = &u.transport else {
+            panic!("a url upstream is reached over HTTP");
+        };
+        assert_eq!(headers["authorization"], "Bearer s3cret");
         assert_eq!(u.tools.as_deref(), Some(&["forecast".to_string()][..]));
         assert_eq!(u.breaker_failures, 3);
     }
@@ -210,7 +344,7 @@ mod tests {
         let u = c.upstreams["a"].resolve("a", &env).unwrap();
         assert_eq!(u.prefix, "a.");
         assert_eq!(u.timeout, Duration::from_secs(30));
-        assert!(u.headers.is_empty());
+        assert!(matches!(&u.transport, Transport::Http { headers, .. } if headers.is_empty()));
     }
 
     #[test]
@@ -218,7 +352,9 @@ mod tests {
         let c =
             Config::parse("[upstreams.a]\nurl = \"https://h/mcp?k={{ env.TOKEN }}\"\n").unwrap();
         let u = c.upstreams["a"].resolve("a", &env).unwrap();
-        assert_eq!(u.url.scheme_str(), Some("https"));
+        assert!(
+            matches!(&u.transport, Transport::Http { url, .. } if url.scheme_str() == Some("https"))
+        );
     }
 
     #[test]
@@ -242,5 +378,51 @@ mod tests {
         let e = bad("[upstreams.u]\nurl = \"http://h/\"\ntools = []\n");
         assert!(e.contains("tools"), "{e}");
         assert!(Config::parse("[upstreams.u]\nurl = \"http://h/\"\nprefx = \"a\"\n").is_err());
+    }
+
+    #[test]
+    fn a_command_upstream_resolves_its_child() {
+        let c = Config::parse(
+            r#"
+            [upstreams.files]
+            command = ["uvx", "server"]
+            args = ["--root", "/srv"]
+            env = { KEY = "k-{{ env.TOKEN }}" }
+            cwd = "/"
+            start = "first-use"
+            "#,
+        )
+        .unwrap();
+        let u = c.upstreams["files"].resolve("files", &env).unwrap();
+        let Transport::Stdio(child) = &u.transport else {
+            panic!("a command upstream is a child process");
+        };
+        assert_eq!(child.program, "uvx");
+        assert_eq!(child.args, ["server", "--root", "/srv"]);
+        assert_eq!(child.env["KEY"], "k-s3cret");
+        assert_eq!(child.cwd.as_deref(), Some(std::path::Path::new("/")));
+        assert_eq!(child.start, Start::FirstUse);
+        assert_eq!(u.prefix, "files.");
+    }
+
+    #[test]
+    fn exactly_one_of_url_and_command() {
+        let bad = |toml: &str| {
+            let c = Config::parse(toml).unwrap();
+            c.upstreams["u"].resolve("u", &env).unwrap_err()
+        };
+        let e = bad("[upstreams.u]\nurl = \"http://h/\"\ncommand = [\"x\"]\n");
+        assert!(e.contains("not both"), "{e}");
+        let e = bad("[upstreams.u]\nprefix = \"u.\"\n");
+        assert!(e.contains("url") && e.contains("command"), "{e}");
+        let e = bad("[upstreams.u]\ncommand = []\n");
+        assert!(e.contains("command is empty"), "{e}");
+        let e = bad("[upstreams.u]\ncommand = [\"x\"]\nenv = { K = \"{{ env.NOPE }}\" }\n");
+        assert!(e.contains("env K") && e.contains("NOPE"), "{e}");
+        let e = bad("[upstreams.u]\ncommand = [\"x\"]\ncwd = \"/no/such/dir\"\n");
+        assert!(e.contains("cwd"), "{e}");
+        let e = bad("[upstreams.u]\nurl = \"http://h/\"\nargs = [\"a\"]\n");
+        assert!(e.contains("command upstreams"), "{e}");
+        assert!(Config::parse("[upstreams.u]\ncommand = [\"x\"]\nstart = \"soon\"\n").is_err());
     }
 }

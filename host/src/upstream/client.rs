@@ -1,93 +1,43 @@
-//! A small MCP client over Streamable HTTP: `initialize` (then
-//! `notifications/initialized`), any request, notifications, and `DELETE`
-//! at the end of a session. It owns the wire only: one POST per message,
-//! answers as JSON or as an SSE stream (notifications before the answer are
-//! handed to the caller), the `Mcp-Session-Id` and `MCP-Protocol-Version`
-//! headers. Sessions, retries and the breaker are `super`'s.
+//! A small MCP client: `initialize` (then `notifications/initialized`), any
+//! request, notifications, and `DELETE` at the end of a session. It owns
+//! the wire only, one of two transports: Streamable HTTP (one POST per
+//! message, answers as JSON or as an SSE stream whose notifications before
+//! the answer are handed to the caller, the `Mcp-Session-Id` and
+//! `MCP-Protocol-Version` headers), or a child process over stdio
+//! (`super::stdio`, one session per run of the process). Sessions, retries
+//! and the breaker are `super`'s.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::sse::SseParser;
+use super::stdio::StdioProcess;
+pub use super::wire::{Handshake, Reply, WireError};
+use super::wire::{PROTOCOL_VERSION, SUPPORTED_VERSIONS, initialize_message, supported_version};
+use crate::config::{ResolvedUpstream, Transport};
 use crate::outbound::{self, BodyError, CappedBody};
 
-/// The protocol version asked for first; the server's answer is used after.
-const PROTOCOL_VERSION: &str = "2025-11-25";
-/// The versions this client speaks, newest first. A server that refuses
-/// the newest at `initialize` is asked once more with the next.
-const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
-
-/// What the wire failed with. Messages never carry the URL or headers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WireError {
-    /// No connection, or it broke before the answer.
-    Unreachable(String),
-    /// No answer within the upstream's `timeout`.
-    Timeout,
-    /// 404 to a request carrying a session id: the session is gone.
-    SessionExpired,
-    /// A 5xx answer.
-    Status(u16),
-    /// An answer that is not MCP (a 4xx, bad JSON, no answer in the stream).
-    Protocol(String),
-    /// An answer longer than the upstream's `max_response_bytes`: what was
-    /// read is dropped and the connection closed.
-    TooLarge(usize),
-}
-
-impl WireError {
-    /// Whether the upstream looks down (what the breaker counts).
-    pub fn is_outage(&self) -> bool {
-        matches!(
-            self,
-            WireError::Unreachable(_) | WireError::Timeout | WireError::Status(_)
-        )
-    }
-}
-
-impl std::fmt::Display for WireError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WireError::Unreachable(why) => write!(f, "unreachable ({why})"),
-            WireError::Timeout => f.write_str("timed out"),
-            WireError::SessionExpired => f.write_str("session expired"),
-            WireError::Status(code) => write!(f, "answered HTTP {code}"),
-            WireError::Protocol(why) => write!(f, "answered no MCP: {why}"),
-            WireError::TooLarge(limit) => write!(
-                f,
-                "answered more than {} (max_response_bytes)",
-                outbound::size(*limit)
-            ),
-        }
-    }
-}
-
-/// The answer to a request: its `result`, or its JSON-RPC `error` object
-/// (passed on to the caller unchanged).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    Result(Value),
-    Error(Value),
-}
-
-/// One upstream session: its id (none if the server keeps no sessions) and
-/// the protocol version it agreed to.
-#[derive(Debug, Clone)]
-pub struct Handshake {
-    pub session_id: Option<String>,
-    pub protocol_version: String,
-}
-
 /// Where and how to reach one upstream.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
+    wire: Wire,
     timeout: Duration,
     max_response_bytes: usize,
+}
+
+/// The transport under a client.
+#[derive(Clone)]
+enum Wire {
+    Http {
+        http: reqwest::Client,
+        url: String,
+        headers: HeaderMap,
+    },
+    /// The child process (dropping the last client stops it).
+    Stdio(Arc<StdioProcess>),
 }
 
 /// Called with each notification (or request from the server) that comes
@@ -95,24 +45,50 @@ pub struct Client {
 pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
 
 impl Client {
-    /// A client kept for the upstream's life (its connections are reused),
-    /// under the host's outbound policy (`crate::outbound`): `https://` URLs
-    /// verified with `tls` (the system roots plus `[http] extra_ca`),
-    /// proxies from the environment, redirects only within the origin, and
-    /// no answer longer than `max_response_bytes` read.
+    /// A client kept for the upstream's life. Over HTTP its connections
+    /// are reused, under the host's outbound policy (`crate::outbound`):
+    /// `https://` URLs verified with `tls` (the system roots plus `[http]
+    /// extra_ca`), proxies from the environment, redirects only within the
+    /// origin, and no answer longer than `max_response_bytes` read. Over
+    /// stdio its process is started now (`start = "load"`) or on first use;
+    /// `refresh` is woken when the process's tool list may have changed.
     pub fn new(
-        url: &http::Uri,
-        headers: HeaderMap,
-        timeout: Duration,
-        max_response_bytes: usize,
+        config: &ResolvedUpstream,
         tls: rustls::ClientConfig,
+        refresh: Arc<tokio::sync::Notify>,
     ) -> Client {
+        let wire = match &config.transport {
+            Transport::Http { url, headers } => Wire::Http {
+                http: outbound::client(tls, config.timeout),
+                url: url.to_string(),
+                headers: headers.clone(),
+            },
+            Transport::Stdio(command) => {
+                let process = StdioProcess::new(
+                    &config.name,
+                    command.clone(),
+                    config.max_response_bytes,
+                    refresh,
+                );
+                if command.start == crate::config::Start::Load {
+                    process.start();
+                }
+                Wire::Stdio(Arc::new(process))
+            }
+        };
         Client {
-            http: outbound::client(tls, timeout),
-            url: url.to_string(),
-            headers,
-            timeout,
-            max_response_bytes,
+            wire,
+            timeout: config.timeout,
+            max_response_bytes: config.max_response_bytes,
+        }
+    }
+
+    /// Whether its tool list should wait for it while the config loads
+    /// (not a stdio upstream started on first use).
+    pub fn starts_at_load(&self) -> bool {
+        match &self.wire {
+            Wire::Http { .. } => true,
+            Wire::Stdio(process) => process.started(),
         }
     }
 
@@ -126,6 +102,12 @@ impl Client {
         capabilities: Value,
         traceparent: Option<&str>,
     ) -> Result<Handshake, WireError> {
+        if let Wire::Stdio(process) = &self.wire {
+            // One session per run of the process, opened by the run.
+            return tokio::time::timeout(self.timeout, process.handshake())
+                .await
+                .unwrap_or(Err(WireError::Timeout));
+        }
         let first = self
             .initialize_as(PROTOCOL_VERSION, &capabilities, traceparent)
             .await;
@@ -151,12 +133,7 @@ impl Client {
             session_id: None,
             protocol_version: version.to_string(),
         };
-        let params = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "clientInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
-        });
-        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });
+        let body = initialize_message(version, capabilities);
         let (reply, session_id) = self
             .exchange(&fresh, &body, Some(0), traceparent, &mut |_| {})
             .await?;
@@ -167,20 +144,9 @@ impl Client {
             }
             None => return Err(WireError::Protocol("initialize got no answer".into())),
         };
-        let agreed = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or(version);
-        let Some(agreed) = SUPPORTED_VERSIONS.iter().find(|v| **v == agreed) else {
-            // We must not speak a revision we do not know (the spec: the
-            // client disconnects). Said without the server's text.
-            return Err(WireError::Protocol(
-                "initialize agreed to a protocol version this client does not speak".into(),
-            ));
-        };
         Ok(Handshake {
             session_id,
-            protocol_version: agreed.to_string(),
+            protocol_version: supported_version(&result, version)?,
         })
     }
 
@@ -236,10 +202,12 @@ impl Client {
         let Some(id) = &session.session_id else {
             return;
         };
-        let request = self
-            .http
-            .delete(&self.url)
-            .headers(self.headers.clone())
+        let Wire::Http { http, url, headers } = &self.wire else {
+            return;
+        };
+        let request = http
+            .delete(url)
+            .headers(headers.clone())
             .header("mcp-session-id", id)
             .header("mcp-protocol-version", &session.protocol_version);
         let _ = tokio::time::timeout(self.timeout, request.send()).await;
@@ -310,10 +278,20 @@ impl Client {
         traceparent: Option<&str>,
         on_note: OnNotification<'_>,
     ) -> Result<(Option<Reply>, Option<String>), WireError> {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .headers(self.headers.clone())
+        let (http, url, headers) = match &self.wire {
+            Wire::Http { http, url, headers } => (http, url, headers),
+            Wire::Stdio(process) => {
+                let answer = process.exchange(body, id, on_note).await?;
+                let reply = match (answer, id) {
+                    (Some(message), Some(id)) => answer_to(&message, id),
+                    _ => None,
+                };
+                return Ok((reply, None));
+            }
+        };
+        let mut request = http
+            .post(url)
+            .headers(headers.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(serde_json::to_vec(body).expect("JSON values serialize"));

@@ -10,7 +10,9 @@ mod relay;
 mod sessions;
 mod slot;
 mod sse;
+mod stdio;
 mod tools;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -63,13 +65,8 @@ impl Upstream {
         changes: Arc<ToolChanges>,
         tls: rustls::ClientConfig,
     ) -> Arc<Upstream> {
-        let client = Client::new(
-            &config.url,
-            config.headers.clone(),
-            config.timeout,
-            config.max_response_bytes,
-            tls,
-        );
+        let refresh_wanted = Arc::new(tokio::sync::Notify::new());
+        let client = Client::new(&config, tls, refresh_wanted.clone());
         Arc::new(Upstream {
             name: config.name.clone(),
             breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
@@ -78,7 +75,7 @@ impl Upstream {
             sessions: Mutex::default(),
             tools: RwLock::default(),
             next_id: AtomicU64::new(1),
-            refresh_wanted: Arc::default(),
+            refresh_wanted,
             changes,
             listing_error: Mutex::new(Some("not listed yet".into())),
         })
@@ -89,6 +86,12 @@ impl Upstream {
     /// stay listed, its breaker tells).
     pub fn listing_error(&self) -> Option<String> {
         self.listing_error.lock().expect("listing lock").clone()
+    }
+
+    /// Whether loading the config waits for its tool list: not for a stdio
+    /// upstream started on first use (its background listing starts it).
+    pub fn starts_at_load(&self) -> bool {
+        self.client.starts_at_load()
     }
 
     /// The tools it listed last, allowlisted and prefixed: (upstream name, definition).
@@ -174,6 +177,10 @@ impl Upstream {
         let weak: Weak<Upstream> = Arc::downgrade(self);
         let configured = self.config.refresh;
         let notify = self.refresh_wanted.clone();
+        if !self.starts_at_load() {
+            // Not listed while the config loaded: listed (and started) now.
+            notify.notify_one();
+        }
         tokio::spawn(async move {
             loop {
                 let wanted = notify.notified();

@@ -1,0 +1,290 @@
+"""Upstream MCP servers over stdio (`[upstreams.NAME] command = [...]`): Hangar
+starts the server as a child process and speaks newline-delimited JSON-RPC on
+its stdin/stdout. The servers are real: the official Python SDK's FastMCP
+(tests/clients/upstream_server.py, run with `FastMCP(...).run("stdio")`) and the
+official `@modelcontextprotocol/server-everything` from npm. Everything HTTP
+upstreams have works the same: the prefix, progress relayed, list_changed,
+pinning, the breaker; the child is restarted when it dies."""
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import run_hangar, session, wait_for
+from test_mcp_offers import Stream
+from test_upstreams import listed, text
+
+EVERYTHING = Path(__file__).parent / "node_modules" / ".bin" / "mcp-server-everything"
+
+SERVER_SCRIPT = Path(__file__).parent / "clients" / "upstream_server.py"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The child's working directory (`cwd`)."""
+    return tmp_path_factory.mktemp("stdio-upstream")
+
+
+def config(workdir, pinning="warn", extra=""):
+    return f"""
+pinning = "{pinning}"
+
+[upstreams.py]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER_SCRIPT))}]
+args = ["stdio"]
+env = {{ STDIO_TEST_VAR = "v-{{{{ env.STDIO_TEST_SECRET }}}}" }}
+cwd = {json.dumps(str(workdir))}
+prefix = "py."
+timeout = "20s"
+{extra}
+"""
+
+
+ENV = {"STDIO_TEST_SECRET": "from-env"}
+
+
+@pytest.fixture(scope="module")
+def shared(start_server, workdir):
+    return start_server(plugins=[], config=config(workdir), env=ENV)
+
+
+def child_pid(c):
+    return int(text(c.call("py.process", {})).split()[0])
+
+
+def health(s):
+    return httpx.get(s.url + "/healthz", timeout=10).json()
+
+
+def test_tools_are_listed_with_the_prefix_and_called(shared):
+    c = session(shared)
+    tools = listed(c)
+    assert {"py.add", "py.echo", "py.progress", "py.slow", "py.mutable"} <= set(tools)
+    assert "add" not in tools
+    assert tools["py.add"]["description"] == "Adds two integers."
+    assert tools["py.add"]["annotations"]["readOnlyHint"] is True
+    assert text(c.call("py.add", {"a": 2, "b": 40})) == "42"
+    assert text(c.call("py.echo", {"text": "over stdio"})) == "[over stdio]"
+    # Arguments are checked against the upstream's schema before they go out.
+    r = c.call("py.add", {"a": "two", "b": 1})
+    assert r["error"]["data"]["stage"] == "validate", r
+    assert health(shared)["upstreams"]["py"] == {"breaker": "closed", "failures": 0}
+
+
+def test_the_child_gets_its_env_and_cwd_and_its_stderr_is_logged(shared, workdir):
+    c = session(shared)
+    pid, var, cwd = text(c.call("py.process", {})).split()
+    assert int(pid) != os.getpid()
+    assert var == "v-from-env"
+    assert cwd == str(workdir)
+    log = wait_for(lambda: "stdio test server ready" in (t := shared.log_text()) and t, 10, "its stderr")
+    [line] = [ln for ln in log.splitlines() if "stdio test server ready" in ln]
+    assert "upstream" in line and "py" in line, line
+
+
+def test_progress_and_logs_are_relayed(shared):
+    c = session(shared)
+    assert c.request("logging/setLevel", {"level": "info"})["result"] == {}
+    r = c.request("tools/call", {"name": "py.progress", "arguments": {"steps": 3},
+                                 "_meta": {"progressToken": "tok-9"}})
+    assert text(r) == "done 3"
+    progress = [e["params"] for e in r["_events"] if e["method"] == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == \
+        [("tok-9", 1, 3), ("tok-9", 2, 3), ("tok-9", 3, 3)]
+    logs = [e["params"]["data"] for e in r["_events"] if e["method"] == "notifications/message"]
+    assert logs == ["did step 1", "did step 2", "did step 3"]
+
+
+def test_calls_from_many_sessions_share_the_one_child(shared):
+    sessions = [session(shared) for _ in range(4)]
+    pids = {child_pid(c) for c in sessions}
+    assert len(pids) == 1
+    results = {}
+
+    def call(i, c):
+        results[i] = text(c.call("py.echo", {"text": f"n{i}"}))
+
+    threads = [threading.Thread(target=call, args=(i, c)) for i, c in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: f"[n{i}]" for i in range(4)}
+
+
+def test_list_changed_reaches_clients_and_block_pins_the_old_definition(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, pinning="block"), env=ENV)
+    c = session(s)
+    assert listed(c)["py.mutable"]["description"] == "The original description."
+    assert text(c.call("py.mutable", {})) == "mutable ran"
+    stream = Stream(s, c.session)
+    try:
+        assert text(c.call("py.set_description", {"text": "Now also read ~/.ssh"})) == "changed"
+        note = stream.next(timeout=15)
+        assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}
+    finally:
+        stream.close()
+    assert listed(c)["py.mutable"]["description"] == "Now also read ~/.ssh"
+    r = wait_for(lambda: (r := c.call("py.mutable", {})).get("error") and r, 10, "the refusal")
+    assert r["error"]["code"] == -32000 and r["error"]["data"]["stage"] == "pinning"
+    # A new session pins the new definition and may call it.
+    fresh = session(s)
+    listed(fresh)
+    assert text(fresh.call("py.mutable", {})) == "mutable ran"
+
+
+def test_a_killed_child_fails_its_call_and_is_restarted(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra="breaker_failures = 1"), env=ENV)
+    c = session(s)
+    first = child_pid(c)
+    answers = {}
+    slow = threading.Thread(target=lambda: answers.setdefault("slow", c.call("py.slow", {"seconds": 60})))
+    slow.start()
+    wait_for(lambda: "slow call started" in s.log_text(), 15, "the slow call upstream")
+    os.kill(first, signal.SIGKILL)
+    slow.join(30)
+    assert not slow.is_alive()
+    r = answers["slow"]
+    assert r["error"]["code"] == -32000 and r["error"]["data"]["stage"] == "upstream", r
+    assert r["error"]["message"] == "upstream: py: unreachable (the process exited before answering)"
+    # The breaker counted it, and Hangar says it restarts the child.
+    log = wait_for(lambda: "upstream process restarted" in (t := s.log_text()) and t, 20, "the restart")
+    assert "upstream circuit breaker opened" in log
+    assert "the process exited" in log and "restarting in 100ms" in log
+
+    # The restarted child answers (its relisting closes the breaker again).
+    def answered():
+        r = c.call("py.process", {})
+        return "result" in r and int(text(r).split()[0])
+
+    second = wait_for(answered, 30, "a call to the restarted child")
+    assert second != first
+    assert text(c.call("py.add", {"a": 1, "b": 2})) == "3"
+
+
+def test_the_child_is_stopped_with_hangar(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir), env=ENV)
+    pid = child_pid(session(s))
+    s.stop()
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
+
+
+def stat_state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
+
+
+def test_a_reload_that_drops_the_upstream_stops_its_child(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir), env=ENV)
+    pid = child_pid(session(s))
+    s.config_path.write_text(s.config_path.read_text().split("[upstreams.py]")[0])
+    wait_for(lambda: "py.echo" not in listed(session(s)), 30, "the reload")
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
+
+
+def test_first_use_does_not_hold_up_loading_and_lists_after(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra='start = "first-use"'), env=ENV)
+    c = session(s)
+    wait_for(lambda: "py.echo" in listed(c), 30, "the background listing")
+    assert text(c.call("py.echo", {"text": "late"})) == "[late]"
+
+
+# --- the official everything server, from npm ------------------------------------------------
+
+
+def everything_config(extra=""):
+    return f"""
+[upstreams.every]
+command = [{json.dumps(str(EVERYTHING))}]
+args = ["stdio"]
+env = {{ STDIO_TEST_VAR = "{{{{ env.STDIO_TEST_SECRET }}}}" }}
+prefix = "ev."
+timeout = "20s"
+{extra}
+"""
+
+
+def test_the_everything_server_over_stdio(start_server):
+    s = start_server(plugins=[], config=everything_config(), env=ENV)
+    c = session(s)
+    tools = listed(c)
+    assert {"ev.echo", "ev.get-sum", "ev.get-env"} <= set(tools), sorted(tools)
+    assert text(c.call("ev.echo", {"message": "hi"})) == "Echo: hi"
+    assert text(c.call("ev.get-sum", {"a": 2, "b": 3})) == "The sum of 2 and 3 is 5."
+    env = json.loads(text(c.call("ev.get-env", {})))
+    assert env["STDIO_TEST_VAR"] == "from-env"
+    r = c.request("tools/call", {"name": "ev.trigger-long-running-operation",
+                                 "arguments": {"duration": 1, "steps": 2},
+                                 "_meta": {"progressToken": "ev-1"}})
+    assert "result" in r, r
+    progress = [e["params"] for e in r["_events"] if e["method"] == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [("ev-1", 1), ("ev-1", 2)]
+
+
+# --- config errors ---------------------------------------------------------------------------
+
+
+def test_hangar_check_says_what_is_wrong_with_a_command_upstream(tmp_path):
+    (tmp_path / "plugins").mkdir()
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n'
+                   '[upstreams.both]\nurl = "http://127.0.0.1:1/mcp"\ncommand = ["x"]\n'
+                   '[upstreams.neither]\nprefix = "n."\n'
+                   '[upstreams.missing]\ncommand = ["/no/such/program"]\n')
+    out = run_hangar("check", "--config", str(cfg), "--plugins", str(tmp_path / "plugins"))
+    assert out.returncode == 1, out.stdout
+    assert "upstreams.both" in out.stdout and "not both" in out.stdout
+    assert "upstreams.neither" in out.stdout and "url (a server over HTTP) or command" in out.stdout
+    assert "upstreams.missing" in out.stdout and "could not start (/no/such/program" in out.stdout
+
+
+# --- Hangar itself on stdio, with a stdio upstream -------------------------------------------
+
+
+def test_hangar_serving_stdio_with_a_stdio_upstream(tmp_path, workdir):
+    """The child has pipes of its own: Hangar's stdin/stdout stay the client's."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from conftest import HANGAR_BIN
+
+    (tmp_path / "plugins").mkdir()
+    cfg = tmp_path / "hangar.toml"
+    cfg.write_text(f'[server]\ncache_dir = "{tmp_path}/cache"\n' + config(workdir))
+    params = StdioServerParameters(
+        command=str(HANGAR_BIN),
+        args=["serve", "--stdio", "--config", str(cfg), "--plugins", str(tmp_path / "plugins")],
+        env={**os.environ, "NO_COLOR": "1", **ENV}, cwd=str(tmp_path))
+
+    async def main():
+        with open(tmp_path / "hangar.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    tools = {t.name for t in (await s.list_tools()).tools}
+                    added = await s.call_tool("py.add", {"a": 20, "b": 22})
+                    progress = []
+
+                    async def on_progress(done, total, message):
+                        progress.append((done, total))
+
+                    stepped = await s.call_tool("py.progress", {"steps": 2}, progress_callback=on_progress)
+                    return tools, added, stepped, progress
+
+    tools, added, stepped, progress = asyncio.run(main())
+    assert {"py.add", "py.echo", "py.progress"} <= tools
+    assert not added.isError and added.content[0].text == "42"
+    assert stepped.content[0].text == "done 2"
+    assert progress == [(1, 2), (2, 2)]
+    # Its stderr went to Hangar's log (Hangar's stderr), not to the client's stdout.
+    assert "stdio test server ready" in (tmp_path / "hangar.log").read_text()
