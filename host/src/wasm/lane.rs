@@ -5,9 +5,11 @@
 //! tick, so a first-come queue of turns is a round robin of one tick each
 //! over every call in flight — each call finishes only when all of them
 //! do, and dozens of instances stay live and cold in the cache. [`Lane`]
-//! orders its waiters by a key instead (the call's arrival, see
-//! [`super::sched`]) and lets a holder keep its permit at a tick while no
-//! waiter is older: the oldest call runs to its end, then the next.
+//! orders its waiters by a [`TurnKey`] instead (a call's first turn ahead
+//! of every later one, then the call's arrival, see [`super::sched`]) and
+//! lets a holder keep its permit at a tick while no waiter comes before it:
+//! the oldest call runs to its end, then the next, and a short call that
+//! ran into a tick waits for one tick at most, not behind every older call.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -15,6 +17,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
+
+/// Where a turn stands in a [`Lane`]'s queue: lower first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TurnKey {
+    /// False for a call asking for its first turn (its guest ran into one
+    /// tick: most calls that do are short, an echo that a tick happened to
+    /// cross), which goes before every later turn of any call.
+    pub later: bool,
+    /// Then the older first.
+    pub age: Instant,
+}
 
 /// A fixed number of permits and the turns waiting for one, oldest key
 /// first. A permit is handed straight to a waiter when given back, so none
@@ -31,7 +44,7 @@ struct Queue {
 }
 
 struct Waiter {
-    key: Instant,
+    key: TurnKey,
     asked: u64,
     /// Told when the permit is theirs; closed when they gave up waiting.
     wake: oneshot::Sender<()>,
@@ -68,7 +81,7 @@ impl Queue {
 
     /// The key of the oldest waiter still waiting (dropping those that
     /// gave up on the way).
-    fn oldest(&mut self) -> Option<Instant> {
+    fn oldest(&mut self) -> Option<TurnKey> {
         while let Some(Reverse(waiter)) = self.waiting.peek() {
             if !waiter.wake.is_closed() {
                 return Some(waiter.key);
@@ -100,11 +113,11 @@ impl Lane {
         Some(LanePermit(Some(self.clone())))
     }
 
-    /// Waits for a permit, served oldest `key` first. Dropping the future
+    /// Waits for a permit, served lowest `key` first. Dropping the future
     /// gives back a permit it was handed meanwhile.
     pub fn take(
         self: &Arc<Lane>,
-        key: Instant,
+        key: TurnKey,
     ) -> impl Future<Output = LanePermit> + Send + 'static {
         let (wake, woken) = oneshot::channel();
         {
@@ -145,9 +158,9 @@ impl Lane {
 pub struct LanePermit(Option<Arc<Lane>>);
 
 impl LanePermit {
-    /// At a tick: keeps the permit when no waiter is older than `key`,
-    /// otherwise hands it to the oldest waiter and returns `None`.
-    pub fn keep_unless_older(mut self, key: Instant) -> Option<LanePermit> {
+    /// At a tick: keeps the permit when no waiter comes before `key`,
+    /// otherwise hands it to the first waiter and returns `None`.
+    pub fn keep_unless_older(mut self, key: TurnKey) -> Option<LanePermit> {
         let lane = self.0.take().expect("a permit holds its lane");
         let mut queue = lane.queue.lock().unwrap();
         match queue.oldest() {
@@ -191,6 +204,10 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn later(age: Instant) -> TurnKey {
+        TurnKey { later: true, age }
+    }
+
     #[tokio::test]
     async fn waiters_are_served_oldest_key_first_whatever_order_they_asked() {
         let lane = Lane::new(1);
@@ -201,7 +218,7 @@ mod tests {
         let mut tasks = Vec::new();
         // Asked youngest first: keys t0+4ms, t0+3ms, …, t0.
         for age in (0..5u64).rev() {
-            let take = lane.take(t0 + Duration::from_millis(age));
+            let take = lane.take(later(t0 + Duration::from_millis(age)));
             let served = served.clone();
             tasks.push(tokio::spawn(async move {
                 let permit = take.await;
@@ -228,16 +245,16 @@ mod tests {
         let lane = Lane::new(1);
         let t0 = Instant::now();
         let held = lane.try_take().unwrap();
-        let younger = lane.take(t0 + Duration::from_secs(1));
+        let younger = lane.take(later(t0 + Duration::from_secs(1)));
         let held = held
-            .keep_unless_older(t0)
+            .keep_unless_older(later(t0))
             .expect("no waiter is older than the holder");
         let younger = tokio::spawn(younger);
         tokio::task::yield_now().await;
         assert!(!younger.is_finished(), "the younger turn still waits");
         // A holder younger than the waiter hands the permit over.
         assert!(
-            held.keep_unless_older(t0 + Duration::from_secs(2))
+            held.keep_unless_older(later(t0 + Duration::from_secs(2)))
                 .is_none()
         );
         let permit = tokio::time::timeout(Duration::from_secs(5), younger)
@@ -248,6 +265,32 @@ mod tests {
         assert!(lane.try_take().is_some());
     }
 
+    /// A call's first turn goes before every later turn, however old:
+    /// a short call that ran into a tick does not wait behind the calls
+    /// running on.
+    #[tokio::test]
+    async fn a_first_turn_goes_before_older_calls_later_turns() {
+        let lane = Lane::new(1);
+        let t0 = Instant::now();
+        let old = later(t0);
+        let held = lane.try_take().unwrap();
+        let first = lane.take(TurnKey {
+            later: false,
+            age: t0 + Duration::from_secs(1),
+        });
+        let first = tokio::spawn(first);
+        tokio::task::yield_now().await;
+        assert!(
+            held.keep_unless_older(old).is_none(),
+            "the old call's later turn gives way to the young call's first"
+        );
+        let permit = tokio::time::timeout(Duration::from_secs(5), first)
+            .await
+            .expect("the first turn got the permit")
+            .unwrap();
+        drop(permit);
+    }
+
     #[tokio::test]
     async fn a_turn_that_gives_up_waiting_loses_no_permit() {
         let lane = Lane::new(1);
@@ -255,8 +298,8 @@ mod tests {
         let t0 = Instant::now();
         // One waiter gives up before the permit is back, one after it was
         // handed the permit but before it looked.
-        drop(lane.take(t0));
-        let late = lane.take(t0 + Duration::from_millis(1));
+        drop(lane.take(later(t0)));
+        let late = lane.take(later(t0 + Duration::from_millis(1)));
         drop(held);
         drop(late);
         let permit = lane.try_take().expect("the handed permit came back");

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::guest::GuestState;
+use super::lane::TurnKey;
 use super::sched::Scheduler;
 use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 use crate::config::Limits;
@@ -51,9 +52,14 @@ pub fn arm(
         }
         ran = ran.saturating_add(1);
         let long = sched.is_long(ran);
-        // A long call asks with the age of this tick: after every call
-        // already waiting, so it never keeps the lane from them.
-        let age = if long { now } else { since };
+        // Its first turn (it ran into one tick: most such calls are short)
+        // before any later turn; then the older first. A long call asks with
+        // the age of this tick: after every call already waiting, so it
+        // never keeps the lane from them.
+        let age = TurnKey {
+            later: ran > 1,
+            age: if long { now } else { since },
+        };
         if turn.next_tick(&sched, long, age) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest

@@ -17,22 +17,24 @@
 //!   most one slice of each, never behind every runaway.
 //! - **Arrival order.** Calls waiting for a slot or a cap are served in the
 //!   order they asked (a tokio semaphore's, which hands out no free permit
-//!   while any waits). CPU turns go to the oldest call first (a [`Lane`]):
-//!   at each tick a call keeps its turn unless an older one waits, so a
-//!   saturated lane finishes calls in the order they came, each as soon as
-//!   it can, rather than all of them late in a round robin of ticks. The
-//!   age is the stage's: when its store was readied for the call. A
-//!   long-running call waits with the age of the tick it asks at, so it
-//!   gets one tick after the calls already waiting and never holds the
-//!   lane from them; and a call only waiting its turns never becomes
-//!   long-running by waiting.
+//!   while any waits). CPU turns go by a [`TurnKey`] (a [`Lane`]): a call's
+//!   first turn (its guest ran into one tick: mostly short calls, which a
+//!   tick happened to cross) before any later turn, then the oldest call
+//!   first; at each tick a call keeps its turn unless one that comes before
+//!   it waits. So a short call waits a tick at most, and a saturated lane
+//!   finishes calls in the order they came, each as soon as it can, rather
+//!   than all of them late in a round robin of ticks. The age is the
+//!   stage's: when its store was readied for the call. A long-running call
+//!   waits with the age of the tick it asks at, so it gets one tick after
+//!   the calls already waiting and never holds the lane from them; and a
+//!   call only waiting its turns never becomes long-running by waiting.
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::engine::{Running, Ticking};
-use super::lane::{Lane, LanePermit};
+use super::lane::{Lane, LanePermit, TurnKey};
 use crate::call::{CallError, CancelToken, ErrorKind, Stage};
 
 /// How the scheduler is sized (from `[server]`).
@@ -224,10 +226,10 @@ impl LaneTurn {
 
     /// At a tick: whether the guest may run its next tick now. A long
     /// call gives its long-running permit back and asks again (behind the
-    /// long calls waiting); a held CPU permit is kept unless a call older
-    /// than `age` waits for one, else a free one is taken. What it got is
+    /// long calls waiting); a held CPU permit is kept unless a turn that
+    /// comes before `age` waits for one, else a free one is taken. What it got is
     /// kept for [`LaneTurn::wait`].
-    pub fn next_tick(&self, sched: &Scheduler, long: bool, age: Instant) -> bool {
+    pub fn next_tick(&self, sched: &Scheduler, long: bool, age: TurnKey) -> bool {
         let mut held = self.0.lock().unwrap();
         held.long = None;
         if long {
@@ -255,7 +257,7 @@ impl LaneTurn {
         &self,
         sched: &Scheduler,
         long: bool,
-        age: Instant,
+        age: TurnKey,
         deadline: Instant,
         cancel: CancelToken,
     ) -> impl Future<Output = ()> + Send + 'static {
@@ -306,14 +308,18 @@ mod tests {
     }
 
     /// Turns that wait for the one CPU permit get it oldest call first,
-    /// whatever order they asked in; the holder keeps it at its ticks while
-    /// it is the oldest, and a long-running call waits behind them all.
+    /// whatever order they asked in, after any call's first turn; the holder
+    /// keeps it at its ticks while it comes first, and a long-running call
+    /// waits behind them all.
     #[tokio::test]
     async fn cpu_turns_go_to_the_oldest_call_first() {
         let (_ticker, sched) = scheduler(8);
-        // Calls that came 10 ms ago and after.
+        // Later turns of calls that came 10 ms ago and after.
         let t0 = Instant::now() - Duration::from_millis(10);
-        let age = |ms: u64| t0 + Duration::from_millis(ms);
+        let age = |ms: u64| TurnKey {
+            later: true,
+            age: t0 + Duration::from_millis(ms),
+        };
         let holder = LaneTurn::default();
         assert!(
             holder.next_tick(&sched, false, age(0)),
@@ -321,7 +327,7 @@ mod tests {
         );
         let later = Instant::now() + Duration::from_secs(30);
         let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
-        let wait_as = |name: &'static str, long: bool, at: Instant| {
+        let wait_as = |name: &'static str, long: bool, at: TurnKey| {
             let turn = LaneTurn::default();
             assert!(
                 !turn.next_tick(&sched, long, at),
@@ -338,7 +344,15 @@ mod tests {
             });
         };
         // A long call asks first, with the age of its tick (now).
-        wait_as("long", true, Instant::now());
+        let now = Instant::now();
+        wait_as(
+            "long",
+            true,
+            TurnKey {
+                later: true,
+                age: now,
+            },
+        );
         for (name, ms) in [("c", 3), ("a", 1), ("d", 4), ("b", 2)] {
             wait_as(name, false, age(ms));
         }
@@ -347,12 +361,26 @@ mod tests {
             holder.next_tick(&sched, false, age(0)),
             "the holder is older than every waiter: it keeps its turn"
         );
+        // The youngest call, asking for its first turn.
+        wait_as(
+            "first",
+            false,
+            TurnKey {
+                later: false,
+                age: now,
+            },
+        );
+        tokio::task::yield_now().await;
+        assert!(
+            !holder.next_tick(&sched, false, age(0)),
+            "a first turn waits: the holder gives its turn to it"
+        );
         holder.release();
         let mut got = Vec::new();
-        for _ in 0..5 {
+        for _ in 0..6 {
             got.push(order.recv().await.unwrap());
         }
-        assert_eq!(got, vec!["a", "b", "c", "d", "long"]);
+        assert_eq!(got, vec!["first", "a", "b", "c", "d", "long"]);
     }
 
     #[tokio::test]
