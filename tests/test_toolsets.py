@@ -404,3 +404,15 @@ def test_a_config_edit_changes_what_a_toolset_serves(tmp_path_factory, start_ser
     wait_for(lambda: weather() == ["weather.get", "weather.set"], 30, "the narrowed toolset")
     assert session_at(s, "/mcp/weather").call("db.products", {})["error"]["code"] == -32601
     assert names(httpx.get(s.url + "/toolsets/data/tools").json()) == EXPECTED["/mcp/data"]
+
+
+@pytest.mark.parametrize("path,offers_resources", [("/mcp", True), ("/mcp/data", True),
+                                                   ("/mcp/weather", False)])
+def test_a_toolset_offers_resources_only_when_it_holds_some(server, path, offers_resources):
+    """`initialize` (2025) and `server/discover` (2026-07-28) advertise what the endpoint's
+    toolset holds, not the whole catalog's: `weather` has no resources."""
+    caps = Mcp(server.url, path=path).initialize()["result"]["capabilities"]
+    discovered = modern(server, path, "server/discover")["result"]["capabilities"]
+    assert ("resources" in caps) == offers_resources, caps
+    assert ("resources" in discovered) == offers_resources, discovered
+    assert "tools" in caps and "tools" in discovered

@@ -97,7 +97,7 @@ pub(super) async fn dispatch(
         && method == "initialize"
     {
         let owner = token.as_ref().map(|t| t.subject.clone());
-        return Box::pin(initialize(st, id, params, owner, client)).await;
+        return Box::pin(initialize(st, id, params, owner, client, toolset.as_ref())).await;
     }
     let session = match headers.get(SESSION_HEADER) {
         None => None,

@@ -25,6 +25,7 @@ pub(super) async fn initialize(
     params: &Map<String, Value>,
     owner: Option<String>,
     client: SocketAddr,
+    toolset: Option<&crate::pipeline::Toolset>,
 ) -> Response {
     let held = match st.caps.sessions.take(caps::keys(client, owner.as_deref())) {
         Ok(held) => held,
@@ -57,7 +58,7 @@ pub(super) async fn initialize(
     };
     let result = json!({
         "protocolVersion": version,
-        "capabilities": capabilities(st),
+        "capabilities": capabilities(st, toolset),
         "serverInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
     });
     let mut response = reply(id, &result);
@@ -71,16 +72,22 @@ pub(super) async fn initialize(
 /// What the server offers now: `listChanged` is true because a reload
 /// (plugins or config changed, SIGHUP) sends `notifications/*/list_changed`
 /// on the session's GET stream; `subscribe` is true because resource
-/// updates are sent there too.
-pub(super) fn capabilities(st: &McpState) -> Value {
+/// updates are sent there too. Through a toolset, resources and prompts
+/// are offered only when it holds some.
+pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Toolset>) -> Value {
     let pipeline = st.pipeline.current();
-    let offered = pipeline.catalog().offered();
+    let (offered, scope) = (
+        pipeline.catalog().offered(),
+        pipeline.catalog().scope(toolset),
+    );
     let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
     let artifacts = pipeline.catalog().produces_artifacts();
-    if !offered.resources.is_empty() || !offered.templates.is_empty() || artifacts {
+    let resources = offered.resources.iter().any(|r| scope.resource(&r.def.uri))
+        || (offered.templates.iter()).any(|t| scope.resource(&t.def.uri_template));
+    if resources || artifacts {
         caps["resources"] = json!({ "subscribe": true, "listChanged": true });
     }
-    if !offered.prompts.is_empty() {
+    if offered.prompts.iter().any(|p| scope.prompt(&p.def.name)) {
         caps["prompts"] = json!({ "listChanged": true });
     }
     if offered.completes() {

@@ -131,7 +131,7 @@ pub(in crate::mcp) async fn post(
 
 /// `server/discover`: the revisions spoken, what is offered, who answers.
 fn discover(st: &McpState, modern: &Modern, req: &Request<'_>) -> Response {
-    let mut caps = capabilities(st);
+    let mut caps = capabilities(st, req.toolset.as_ref());
     // Logging is opted into per request in this revision.
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
