@@ -56,11 +56,11 @@ pub fn arm(
         // before any later turn; then the older first. A long call asks with
         // the age of this tick: after every call already waiting, so it
         // never keeps the lane from them.
-        let age = TurnKey {
+        let key = TurnKey {
             later: ran > 1,
             age: if long { now } else { since },
         };
-        if turn.next_tick(&sched, long, age) {
+        if turn.next_tick(&sched, long, key) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest
             // re-polled that way kept its worker from short calls).
@@ -69,7 +69,7 @@ pub fn arm(
                 Box::pin(tokio::task::yield_now()),
             ));
         }
-        let wait = turn.wait(&sched, long, age, deadline, cancel.clone());
+        let wait = turn.wait(&sched, long, key, deadline, cancel.clone());
         Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
     });
 }

@@ -227,9 +227,9 @@ impl LaneTurn {
     /// At a tick: whether the guest may run its next tick now. A long
     /// call gives its long-running permit back and asks again (behind the
     /// long calls waiting); a held CPU permit is kept unless a turn that
-    /// comes before `age` waits for one, else a free one is taken. What it got is
+    /// comes before `key` waits for one, else a free one is taken. What it got is
     /// kept for [`LaneTurn::wait`].
-    pub fn next_tick(&self, sched: &Scheduler, long: bool, age: TurnKey) -> bool {
+    pub fn next_tick(&self, sched: &Scheduler, long: bool, key: TurnKey) -> bool {
         let mut held = self.0.lock().unwrap();
         held.long = None;
         if long {
@@ -242,7 +242,7 @@ impl LaneTurn {
             }
         }
         held.cpu = match held.cpu.take() {
-            Some(permit) => permit.keep_unless_older(age),
+            Some(permit) => permit.keep_unless_older(key),
             None => sched.cpu.try_take(),
         };
         held.cpu.is_some()
@@ -257,7 +257,7 @@ impl LaneTurn {
         &self,
         sched: &Scheduler,
         long: bool,
-        age: TurnKey,
+        key: TurnKey,
         deadline: Instant,
         cancel: CancelToken,
     ) -> impl Future<Output = ()> + Send + 'static {
@@ -269,7 +269,7 @@ impl LaneTurn {
                 let permit = long_permits.acquire_owned().await.ok();
                 turn.0.lock().unwrap().long = permit;
             }
-            let permit = cpu.take(age).await;
+            let permit = cpu.take(key).await;
             turn.0.lock().unwrap().cpu = Some(permit);
         };
         async move {
