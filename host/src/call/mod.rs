@@ -38,6 +38,6 @@ pub use principal::Principal;
 pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use tick::Tick;
-pub use tool::{Annotations, ToolDef};
+pub use tool::{Annotations, Meta, ToolDef};
 pub use toolset::Toolset;
 pub use usage::CallUsage;

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::result::{Content, ResourceContents};
+use super::tool::Meta;
 
 /// A resource with a fixed URI (`resources/list`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -20,6 +21,9 @@ pub struct ResourceDef {
     pub mime_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The resource's `_meta` (an MCP App view's `ui` CSP and permissions).
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
 }
 
 /// A family of resources (`resources/templates/list`).
@@ -34,6 +38,8 @@ pub struct TemplateDef {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
 }
 
 /// One argument a prompt takes.

@@ -81,6 +81,7 @@ pub(crate) fn def(description: &str) -> ToolDef {
         input_schema: serde_json::json!({ "type": "object" }),
         output_schema: None,
         annotations: None,
+        meta: None,
     }
 }
 

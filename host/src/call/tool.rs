@@ -17,7 +17,14 @@ pub struct ToolDef {
     pub output_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Annotations>,
+    /// The tool's `_meta` object, passed to clients as given (an MCP App's
+    /// `ui.resourceUri` and `ui.visibility` live here).
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
 }
+
+/// A `_meta` object of a definition: MCP leaves its keys to extensions.
+pub type Meta = serde_json::Map<String, Value>;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

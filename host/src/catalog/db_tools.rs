@@ -76,6 +76,7 @@ fn db_tool(cfg: &ToolConfig, db: DbTool, limits: Limits) -> CatalogTool {
             input_schema: db.input_schema(),
             output_schema: Some(DbTool::output_schema()),
             annotations: Some(annotations),
+            meta: None,
         },
         backend: Backend::Sql(Arc::new(db)),
         limits,

@@ -231,6 +231,7 @@ impl Pipeline {
                 description: Some(format!("An artifact of call {}", e.id)),
                 mime_type: Some(e.mime_type.clone()),
                 size: Some(e.size),
+                meta: None,
             })
             .collect()
     }

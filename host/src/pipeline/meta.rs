@@ -40,6 +40,7 @@ fn meta(name: &str, description: &str, schema: Value, read_only: bool) -> Meta {
                 read_only_hint: Some(read_only),
                 ..Annotations::default()
             }),
+            meta: None,
         },
     }
 }

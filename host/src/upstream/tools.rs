@@ -28,6 +28,7 @@ pub(super) fn tool_def(prefix: &str, remote: &str, raw: &Value) -> ToolDef {
             .unwrap_or_else(|| json!({ "type": "object" })),
         output_schema: raw.get("outputSchema").filter(|s| s.is_object()).cloned(),
         annotations,
+        meta: raw.get("_meta").and_then(Value::as_object).cloned(),
     }
 }
 
@@ -47,5 +48,15 @@ mod tests {
         assert_eq!(def.description, "Adds");
         assert_eq!(def.input_schema["properties"]["a"]["type"], "integer");
         assert_eq!(def.annotations.unwrap().read_only_hint, Some(true));
+        assert!(def.meta.is_none());
+    }
+
+    #[test]
+    fn a_remote_tools_meta_passes_through_unchanged() {
+        let meta = json!({ "ui": { "resourceUri": "ui://chart/view", "visibility": ["model", "app"] }, "x/y": 1 });
+        let raw = json!({ "name": "chart", "inputSchema": { "type": "object" }, "_meta": meta });
+        let def = tool_def("up.", "chart", &raw);
+        assert_eq!(Value::Object(def.meta.clone().unwrap()), meta);
+        assert_eq!(serde_json::to_value(&def).unwrap()["_meta"], meta);
     }
 }

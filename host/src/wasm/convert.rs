@@ -49,6 +49,7 @@ pub fn tool_def(d: wit::ToolDefinition) -> Result<ToolDef, String> {
             idempotent_hint: a.idempotent_hint,
             open_world_hint: a.open_world_hint,
         }),
+        meta: None,
     })
 }
 

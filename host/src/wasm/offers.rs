@@ -238,6 +238,7 @@ fn resource_def(d: resources::ResourceDefinition) -> ResourceDef {
         description: d.description,
         mime_type: d.mime_type,
         size: d.size,
+        meta: None,
     }
 }
 
@@ -248,6 +249,7 @@ fn template_def(d: resources::ResourceTemplate) -> TemplateDef {
         title: d.title,
         description: d.description,
         mime_type: d.mime_type,
+        meta: None,
     }
 }
 

@@ -249,6 +249,7 @@ fn tool_def(
         input_schema,
         output_schema,
         annotations: None,
+        meta: None,
     }
 }
 
