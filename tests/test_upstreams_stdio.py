@@ -8,6 +8,7 @@ pinning, the breaker; the child is restarted when it dies."""
 
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -173,6 +174,24 @@ def test_the_child_is_stopped_with_hangar(start_server, workdir):
     pid = child_pid(session(s))
     s.stop()
     wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
+
+
+def test_the_child_dies_with_a_killed_hangar(start_server, workdir):
+    """SIGKILL gives Hangar no chance to stop its children: the kernel does
+    (the parent-death signal). The child here is a shell that would outlive
+    its server (which ends at its stdin's EOF) by turning into `sleep 600`."""
+    script = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER_SCRIPT))} stdio; exec sleep 600"
+    extra = config(workdir).replace(
+        f"command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER_SCRIPT))}]\nargs = [\"stdio\"]",
+        f"command = [\"sh\", \"-c\", {json.dumps(script)}]")
+    assert "sleep 600" in extra
+    s = start_server(plugins=[], config=extra, env=ENV)
+    server = child_pid(session(s))
+    shell = int(Path(f"/proc/{server}/stat").read_text().split(") ")[1].split()[1])
+    assert "sh" in Path(f"/proc/{shell}/comm").read_text()
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait(10)
+    wait_for(lambda: not Path(f"/proc/{shell}").exists() or "Z" in stat_state(shell), 15, "the child's end")
 
 
 def stat_state(pid):

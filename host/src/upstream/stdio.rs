@@ -257,6 +257,7 @@ async fn run_once(shared: &Shared, runs: u64) -> String {
     if let Some(dir) = &cmd.cwd {
         command.current_dir(dir);
     }
+    die_with_parent(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return format!("could not start ({}: {e})", cmd.program),
@@ -455,6 +456,34 @@ struct Group(u32);
 impl Drop for Group {
     fn drop(&mut self) {
         kill_group(self.0);
+    }
+}
+
+/// Asks the kernel to SIGKILL the child when Hangar dies without stopping
+/// it (killed, or crashed): a clean stop kills its whole group, but nothing
+/// runs on SIGKILL, and an orphaned server would run on with its pipes gone.
+/// What the child starts in turn (`npx` → `node`) is not covered: the signal
+/// reaches the direct child only.
+fn die_with_parent(command: &mut std::process::Command) {
+    // The parent as the child will see it; if Hangar dies between the fork
+    // and the prctl, the child finds another parent and exits at once.
+    // SAFETY: getpid(2) touches no memory.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only async-signal-safe functions (prctl, getppid, _exit); it
+    // allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            // The signal is sent when the thread that forked the child
+            // exits; tokio's worker threads live as long as the runtime.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
     }
 }
 
