@@ -1,7 +1,9 @@
 //! The REST surface: `GET /tools`, `GET /tools/{name}`,
 //! `POST /tools/{name}/call`, resources and prompts (see [`offers`]),
-//! `GET /openapi.json`, and the explorer page at `/ui`.
+//! `GET /openapi.json`, and the explorer page at `/ui` (with `/ui/frame`,
+//! where it renders an MCP App's view).
 
+mod app_frame;
 mod explorer;
 mod offers;
 mod openapi;
@@ -36,7 +38,9 @@ pub fn router(rest: Rest) -> Router {
         .merge(offers::routes())
         .route("/openapi.json", get(openapi_json));
     let router = if ui {
-        router.route("/ui", get(explorer_page))
+        router
+            .route("/ui", get(explorer_page))
+            .route("/ui/frame", get(app_frame::frame))
     } else {
         router
     };
