@@ -48,6 +48,9 @@ pub struct ResourceContents {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob: Option<String>,
+    /// The item's `_meta` (an MCP App view's `ui`: CSP, permissions).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<super::tool::Meta>,
 }
 
 /// What a call returns when it ran to the end: a success, or a tool-level

@@ -99,6 +99,15 @@ impl ResolvedResource<'_> {
             ResolvedResource::Templated(t, _) => t.def.mime_type.as_deref(),
         }
     }
+
+    /// The listed `_meta`, which each item read under the URI carries too
+    /// (an MCP App host reads a view's CSP from the item it renders).
+    pub fn meta(&self) -> Option<&crate::call::Meta> {
+        match self {
+            ResolvedResource::Fixed(r) => r.def.meta.as_ref(),
+            ResolvedResource::Templated(t, _) => t.def.meta.as_ref(),
+        }
+    }
 }
 
 /// Everything offered besides tools, in listing order.

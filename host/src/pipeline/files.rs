@@ -263,6 +263,7 @@ impl Pipeline {
                 mime_type: Some(entry.mime_type.clone()),
                 text,
                 blob,
+                meta: None,
             }],
         })
     }

@@ -108,6 +108,14 @@ impl Pipeline {
                 c.mime_type = Some(mime.to_string());
             }
         }
+        if let Some(meta) = resolved.meta() {
+            let own = contents
+                .iter_mut()
+                .filter(|c| c.meta.is_none() && c.uri == uri);
+            for c in own {
+                c.meta = Some(meta.clone());
+            }
+        }
         Ok(ReadResult { contents })
     }
 

@@ -68,6 +68,9 @@ struct Summary<'a> {
     input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     annotations: Option<&'a Annotations>,
+    /// The tool's `_meta` (an MCP App's `ui.resourceUri`), as MCP lists it.
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a crate::call::Meta>,
 }
 
 async fn list(caller: Caller) -> Response {
@@ -80,6 +83,7 @@ async fn list(caller: Caller) -> Response {
             description: &d.description,
             input_schema: &d.input_schema,
             annotations: d.annotations.as_ref(),
+            meta: d.meta.as_ref(),
         })
         .collect();
     Json(tools).into_response()
