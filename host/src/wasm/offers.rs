@@ -285,5 +285,6 @@ fn resource_contents(item: resources::ResourceItem) -> ResourceContents {
         mime_type: item.mime_type,
         text,
         blob,
+        meta: None,
     }
 }
