@@ -103,7 +103,9 @@ def test_a_resource_the_upstream_adds_is_announced_listed_and_read(start_server,
         listed_now = resources()["notes://late"]
         assert listed_now["mimeType"] == "text/plain" and listed_now["_meta"] == {"test/added": True}
         r = c.request("resources/read", {"uri": "notes://late"})
-        assert r["result"]["contents"] == [{"uri": "notes://late", "mimeType": "text/plain", "text": "late news"}], r
+        # The contents come as the upstream gave them, the _meta it puts there too.
+        assert r["result"]["contents"] == [{"uri": "notes://late", "mimeType": "text/plain", "text": "late news",
+                                            "_meta": {"test/added": True}}], r
         # No reload happened: this was the upstream's change alone.
         assert health(s)["reload"]["reloads"] == 0
     finally:
