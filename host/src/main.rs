@@ -428,6 +428,7 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     let source = |provider: &hangar::catalog::Provider| match provider {
         hangar::catalog::Provider::Wasm(plugin) => format!("plugin {}", plugin.name()),
         hangar::catalog::Provider::Sql(_) => "hangar.toml".to_string(),
+        hangar::catalog::Provider::Upstream(u) => format!("upstream {}", u.name),
     };
     for r in &offered.resources {
         println!("  resource {} ({})", r.def.uri, source(&r.provider));

@@ -48,7 +48,8 @@ pub struct ResourceContents {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob: Option<String>,
-    /// The item's `_meta` (an MCP App view's `ui`: CSP, permissions).
+    /// Its `_meta` (an MCP App view's `ui`: CSP, permissions), as the
+    /// component, DB entry or upstream server gave it.
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<super::tool::Meta>,
 }

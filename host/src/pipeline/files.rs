@@ -265,6 +265,7 @@ impl Pipeline {
                 blob,
                 meta: None,
             }],
+            meta: None,
         })
     }
 
