@@ -14,7 +14,10 @@ HANGAR_BIN="${HANGAR_BIN:-$ROOT/target/release/hangar}"
 TOOL_PLUGINS=(echo everything weather wordcount csv-report misbehave abuse stuck-list http-fetch kv-counter)
 AUTH_PLUGINS=(api-key jwt)
 MAPPER_PLUGINS=(redact normalize bad-mapper count-mapper)
-EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize)
+# The `app` world (hangar-sdk's `app` feature, which replaces the `server`
+# bindings): built apart so `everything` keeps the `server` world.
+APP_PLUGINS=(sales-chart bad-meta)
+EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize sales-chart)
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:server)
 PY_TOOLS="$ROOT/target/py-tools"
@@ -22,7 +25,7 @@ PY_TOOLS="$ROOT/target/py-tools"
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:server)
-TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter)
+TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter bad-meta)
 # Rust plugins that need no WASI, built slim: for wasm32-unknown-unknown, so
 # the component imports nothing from WASI and a fresh instance costs less
 # (docs/plugins.md). bad-mapper covers a slim guest's panic; misbehave, a
@@ -144,7 +147,7 @@ host_clippy() {
 build_rust_plugins() {
   ensure_toolchain
   local group p
-  for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS PLAIN_PLUGINS; do
+  for group in TOOL_PLUGINS AUTH_PLUGINS MAPPER_PLUGINS APP_PLUGINS PLAIN_PLUGINS; do
     local -n members="$group"
     local wasi=() slim=()
     for p in "${members[@]}"; do

@@ -272,3 +272,68 @@ def test_an_upstream_killed_during_a_call_is_an_error_at_once_and_the_breaker_co
         assert health["upstreams"]["hostile"]["failures"] >= 1, health
     finally:
         h.stop()
+
+
+# --- resources: what an upstream answers to resources/read is bounded as a call's answer ------
+
+VIEW = "ui://hostile/view"
+VIEW_META = {"ui": {"csp": {"connectDomains": ["https://api.example.com"]}, "prefersBorder": True}}
+
+
+def read(s, uri, timeout=60):
+    return httpx.get(f"{s.url}/resources/read", params={"uri": uri}, timeout=timeout)
+
+
+def error_of(r):
+    assert r.status_code == 500, (r.status_code, r.text[:300])
+    return r.json()["error"]
+
+
+def test_an_upstreams_view_is_listed_and_read_with_its_meta(server):
+    listed = {r["uri"]: r for r in httpx.get(server.url + "/resources", timeout=10).json()["resources"]}
+    assert {VIEW, "hostile://huge", "hostile://slow"} <= set(listed), sorted(listed)
+    assert listed[VIEW]["mimeType"] == "text/html;profile=mcp-app"
+    assert listed[VIEW]["_meta"] == VIEW_META
+    r = read(server, VIEW)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["contents"] == [{"uri": VIEW, "mimeType": "text/html;profile=mcp-app",
+                                 "text": "<!doctype html><p>hostile view</p>", "_meta": VIEW_META}]
+    # The upstream's result _meta passes on, with Hangar's trace id beside it.
+    assert body["_meta"]["hostile/read"] == 1 and body["_meta"]["_trace_id"]
+
+
+def still_serves(s):
+    """Honest reads and calls of the same upstream still work."""
+    assert read(s, VIEW).json()["contents"][0]["text"] == "<!doctype html><p>hostile view</p>"
+    assert call(s, "echo", {"text": "after"}).json()["content"][0]["text"] == "after"
+
+
+def test_a_200_mb_resource_is_cut_at_the_cap_and_the_memory_holds(server, hostile):
+    before = peak_rss_mib(server.proc.pid)
+    error = error_of(read(server, "hostile://huge"))
+    assert error == "upstream: hostile: answered more than 8 MiB (max_response_bytes)", error
+    grown = peak_rss_mib(server.proc.pid) - before
+    assert grown < 64, f"peak RSS grew by {grown:.0f} MiB"
+    sent = [v for k, v in hostile.stats()["written"].items() if k.startswith("read-huge#")]
+    assert sent and sent[-1] < 64 << 20, sent
+    still_serves(server)
+
+
+def test_a_malformed_or_garbled_read_answer_is_a_clear_error(server):
+    error = error_of(read(server, "hostile://malformed"))
+    assert error.startswith("upstream: hostile: answered no ReadResourceResult: "), error
+    error = error_of(read(server, "hostile://garbage"))
+    assert error.startswith("upstream: hostile: answered no MCP: bad JSON"), error
+    # Over MCP the same failure is a JSON-RPC error naming the upstream.
+    r = session(server).request("resources/read", {"uri": "hostile://malformed"})
+    assert r["error"]["message"].startswith("upstream: hostile: answered no ReadResourceResult"), r
+    assert r["error"]["data"]["stage"] == "upstream", r
+    still_serves(server)
+
+
+def test_a_read_that_never_answers_times_out(start_server, hostile):
+    s = start_server(plugins=(), config=config(hostile).replace('timeout = "20s"', 'timeout = "2s"'))
+    wait_for(lambda: read(s, VIEW).status_code == 200, 30, "the upstream's resources")
+    assert error_of(read(s, "hostile://slow")) == "upstream: hostile: timed out"
+    still_serves(s)

@@ -1,5 +1,5 @@
 """Upstream MCP servers, continued (tests/test_upstreams.py has the rest): an
-upstream's tool-list changes reach clients without a reload, HTTPS upstreams,
+upstream's tool-list and resource-list changes reach clients without a reload, HTTPS upstreams,
 pinning through the meta-tool call_tool, the upstream result's _meta, and
 upstream sessions ending with the client's. The upstream is the official Python
 SDK's FastMCP (tests/clients/upstream_server.py), started by the tests."""
@@ -84,6 +84,30 @@ def test_the_periodic_refresh_finds_a_tool_added_without_a_word(start_server, up
         tool_list_changed(stream)
         assert listed(c)["up.quiet"]["description"] == "Added quietly: quiet."
         assert text(c.call("up.quiet", {})) == "quiet ran"
+    finally:
+        stream.close()
+
+
+def test_a_resource_the_upstream_adds_is_announced_listed_and_read(start_server, upstreams):
+    u = upstreams()
+    s = start_server(plugins=[], config=open_config(u))
+    c = session(s)
+    resources = lambda: {r["uri"]: r for r in c.request("resources/list")["result"]["resources"]}
+    assert "notes://late" not in resources()
+    stream = Stream(s, c.session)
+    try:
+        other = session(s)
+        assert text(other.call("up.add_resource", {"uri": "notes://late", "text": "late news"})) == "added"
+        note = stream.next(timeout=15)
+        assert note == {"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {}}
+        listed_now = resources()["notes://late"]
+        assert listed_now["mimeType"] == "text/plain" and listed_now["_meta"] == {"test/added": True}
+        r = c.request("resources/read", {"uri": "notes://late"})
+        # The contents come as the upstream gave them, the _meta it puts there too.
+        assert r["result"]["contents"] == [{"uri": "notes://late", "mimeType": "text/plain", "text": "late news",
+                                            "_meta": {"test/added": True}}], r
+        # No reload happened: this was the upstream's change alone.
+        assert health(s)["reload"]["reloads"] == 0
     finally:
         stream.close()
 

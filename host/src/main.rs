@@ -353,6 +353,9 @@ async fn serve(
     for w in hangar.pipeline.current().catalog().toolset_warnings() {
         tracing::warn!("{w}");
     }
+    for w in hangar.pipeline.current().catalog().app_warnings() {
+        tracing::warn!("{w}");
+    }
     // Reloads (file changes, SIGHUP) run from here on, before the server
     // listens, so a SIGHUP never finds the default action (exit) in place.
     let plugins = hangar.config.server.plugins.clone();
@@ -407,6 +410,9 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     let pipeline = hangar.pipeline.current();
     for tool in pipeline.catalog().tools() {
         println!("  tool  {} ({})", tool.def.name, tool.source.display());
+        if let Some(app) = hangar::catalog::apps::describe_app(tool.current_def().meta.as_ref()) {
+            println!("        {app}");
+        }
         // A plain component's schemas are derived here, not written by its
         // author: show them.
         if let hangar::catalog::Backend::Wasm { plugin, .. } = &tool.backend
@@ -422,6 +428,7 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
     let source = |provider: &hangar::catalog::Provider| match provider {
         hangar::catalog::Provider::Wasm(plugin) => format!("plugin {}", plugin.name()),
         hangar::catalog::Provider::Sql(_) => "hangar.toml".to_string(),
+        hangar::catalog::Provider::Upstream(u) => format!("upstream {}", u.name),
     };
     for r in &offered.resources {
         println!("  resource {} ({})", r.def.uri, source(&r.provider));
@@ -449,6 +456,7 @@ async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode
         .warnings()
         .into_iter()
         .chain(catalog.toolset_warnings())
+        .chain(catalog.app_warnings())
     {
         println!("  warning {w}");
     }

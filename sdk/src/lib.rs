@@ -87,11 +87,37 @@ pub mod client {
 /// prompts and completions), sharing the `tool` world's types. Implement
 /// [`Tool`], [`Resources`], [`Prompts`] and [`Completion`] (each has
 /// defaults that offer nothing) and export with [`export_server!`].
-#[cfg(feature = "server")]
+///
+/// With the `app` feature these are the `app` world's bindings instead:
+/// the same plus the `meta` export, so implement [`Meta`] too (the `_meta`
+/// of tools and resources: an MCP App's links) and export with
+/// [`export_app!`].
+#[cfg(all(feature = "server", not(feature = "app")))]
 #[allow(clippy::too_many_arguments)]
 pub mod server {
     wit_bindgen::generate!({
         world: "server",
+        path: "wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_server_world",
+        default_bindings_module: "hangar_sdk::server",
+        with: {
+            "hangar:plugin/types@0.1.0": crate::tool::hangar::plugin::types,
+            "hangar:plugin/host@0.1.0": crate::tool::hangar::plugin::host,
+            "hangar:plugin/config@0.1.0": crate::tool::hangar::plugin::config,
+            "hangar:plugin/credentials@0.1.0": crate::tool::hangar::plugin::credentials,
+            "hangar:plugin/kv@0.1.0": crate::tool::hangar::plugin::kv,
+            "hangar:plugin/client@0.1.0": crate::tool::hangar::plugin::client,
+        },
+    });
+}
+
+/// The `app` world's bindings (see the `server` world's above).
+#[cfg(feature = "app")]
+#[allow(clippy::too_many_arguments)]
+pub mod server {
+    wit_bindgen::generate!({
+        world: "app",
         path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_server_world",
@@ -115,6 +141,11 @@ pub use server_helpers::{
     PromptMessage, PromptResult, Prompts, Reference, ResourceDefinition, ResourceError,
     ResourceItem, ResourceTemplate, Resources,
 };
+
+#[cfg(feature = "app")]
+mod app_helpers;
+#[cfg(feature = "app")]
+pub use app_helpers::{APP_MIME_TYPE, Meta, app_tool_meta, app_view_meta};
 
 /// Raw bindings of the `hangar:plugin/auth` world: implement
 /// `auth::Guest::authenticate` and export with [`export_auth!`].
@@ -173,6 +204,17 @@ macro_rules! export_mapper {
 #[cfg(feature = "server")]
 #[macro_export]
 macro_rules! export_server {
+    ($t:ident) => {
+        $crate::server::__export_server_world!($t with_types_in $crate::server);
+    };
+}
+
+/// Exports a type implementing [`Tool`], [`Resources`], [`Prompts`],
+/// [`Completion`] and [`Meta`] as the component's `app` world (the
+/// `server` world plus `meta`).
+#[cfg(feature = "app")]
+#[macro_export]
+macro_rules! export_app {
     ($t:ident) => {
         $crate::server::__export_server_world!($t with_types_in $crate::server);
     };

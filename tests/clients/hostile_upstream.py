@@ -15,6 +15,14 @@ Tools (each `tools/call` by name):
 - `redirect_home`: `307` to this server's own `/mcp-moved`, which answers.
 - `hang`: never answers (the test kills this process meanwhile).
 
+Resources (each `resources/read` by URI):
+- `ui://hostile/view`: an honest MCP App view, its `_meta.ui` CSP on the
+  listing and on the contents, and a `_meta` on the result.
+- `hostile://huge`: a JSON answer of 200 MiB, chunked, no length.
+- `hostile://slow`: never answers.
+- `hostile://malformed`: a result that is no `ReadResourceResult`.
+- `hostile://garbage`: a body that is not JSON.
+
 `GET /stats` tells how many bytes each call wrote and what initialize asked.
 """
 
@@ -25,6 +33,17 @@ import time
 
 STATS = {"initialize": [], "written": {}, "requests": 0}
 TOOLS = ["echo", "huge", "huge_declared", "endless", "events", "redirect", "redirect_home", "hang"]
+VIEW = "ui://hostile/view"
+VIEW_MIME = "text/html;profile=mcp-app"
+VIEW_META = {"ui": {"csp": {"connectDomains": ["https://api.example.com"]}, "prefersBorder": True}}
+RESOURCES = [VIEW, "hostile://huge", "hostile://slow", "hostile://malformed", "hostile://garbage"]
+
+
+def resource(uri):
+    listed = {"uri": uri, "name": uri.rsplit("/", 1)[-1]}
+    if uri == VIEW:
+        listed.update(mimeType=VIEW_MIME, _meta=VIEW_META)
+    return listed
 
 
 def tool(name):
@@ -77,24 +96,53 @@ async def stream_chunks(writer, key, chunks, chunked=True):
         pass
 
 
+async def huge(writer, key, head, tail, mb):
+    """A JSON answer of `mb` MiB between `head` and `tail`, chunked, no length."""
+    block = b"x" * (1 << 20)
+
+    def chunks():
+        yield head
+        for _ in range(mb):
+            yield block
+        yield tail
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\nMcp-Session-Id: hostile-session\r\n\r\n")
+    await stream_chunks(writer, key, chunks())
+
+
+async def read(writer, uri, id_):
+    """Answers `resources/read`; True when the connection must close."""
+    STATS["reads"] = STATS.get("reads", 0) + 1
+    if uri == VIEW:
+        await send(writer, response("200 OK", rpc(id_, {
+            "contents": [{"uri": uri, "mimeType": VIEW_MIME, "text": "<!doctype html><p>hostile view</p>",
+                          "_meta": VIEW_META}],
+            "_meta": {"hostile/read": 1}})))
+    elif uri == "hostile://huge":
+        await huge(writer, f"read-huge#{id_}",
+                   b'{"jsonrpc":"2.0","id":%d,"result":{"contents":[{"uri":"hostile://huge","text":"' % id_,
+                   b'"}]}}', 200)
+        return True
+    elif uri == "hostile://slow":
+        await asyncio.sleep(3600)
+    elif uri == "hostile://malformed":
+        await send(writer, response("200 OK", rpc(id_, {"contents": "not a list"})))
+    elif uri == "hostile://garbage":
+        await send(writer, response("200 OK", b"{not json"))
+    else:
+        err = {"jsonrpc": "2.0", "id": id_, "error": {"code": -32002, "message": "Resource not found"}}
+        await send(writer, response("200 OK", json.dumps(err).encode()))
+    return False
+
+
 async def call(writer, args, id_, name, stolen):
     key = f"{name}#{id_}"
     if name == "echo":
         await send(writer, response("200 OK", rpc(id_, {
             "content": [{"type": "text", "text": args.get("text", "")}]})))
     elif name == "huge":
-        mb = int(args.get("mb", 200))
-        head = b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"' % id_
-        block = b"x" * (1 << 20)
-
-        def chunks():
-            yield head
-            for _ in range(mb):
-                yield block
-            yield b'"}]}}'
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\nMcp-Session-Id: hostile-session\r\n\r\n")
-        await stream_chunks(writer, key, chunks())
+        await huge(writer, key, b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"' % id_,
+                   b'"}]}}', int(args.get("mb", 200)))
     elif name == "huge_declared":
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 4294967296\r\nMcp-Session-Id: hostile-session\r\n\r\n")
@@ -162,10 +210,16 @@ async def handle(reader, writer, only_version, stolen):
                     await send(writer, response("200 OK", json.dumps(err).encode()))
                     continue
                 await send(writer, response("200 OK", rpc(id_, {
-                    "protocolVersion": asked, "capabilities": {"tools": {}},
+                    "protocolVersion": asked, "capabilities": {"tools": {}, "resources": {}},
                     "serverInfo": {"name": "hostile", "version": "1"}})))
             elif m == "tools/list":
                 await send(writer, response("200 OK", rpc(id_, {"tools": [tool(t) for t in TOOLS]})))
+            elif m == "resources/list":
+                await send(writer, response("200 OK", rpc(id_, {"resources": [resource(u) for u in RESOURCES]})))
+            elif m == "resources/read":
+                if await read(writer, msg["params"]["uri"], id_):
+                    writer.close()
+                    return
             elif m == "tools/call":
                 p = msg["params"]
                 args = dict(p.get("arguments") or {})

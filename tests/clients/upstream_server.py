@@ -10,7 +10,9 @@ description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with), ask_name (elicits a name),
 add_tool / remove_tool (change the tool list and say so with
-notifications/tools/list_changed on that call's stream), with_meta (a result
+notifications/tools/list_changed on that call's stream), add_resource (adds
+a resource and says so with notifications/resources/list_changed on that
+call's stream), with_meta (a result
 with its own _meta), links (resource links a client must not follow blindly:
 javascript:, data: and one https link), process (its pid, $STDIO_TEST_VAR and
 working directory).
@@ -154,6 +156,17 @@ async def remove_tool(name: str, ctx: Context) -> str:
         types.ServerNotification(types.ToolListChangedNotification()),
         related_request_id=ctx.request_id)
     return "removed"
+
+
+@mcp.tool()
+async def add_resource(uri: str, text: str, ctx: Context) -> str:
+    """Adds a text resource at `uri` (with a `_meta`) and says the resource list changed."""
+    mcp.resource(uri, name=uri.rsplit("/", 1)[-1], mime_type="text/plain",
+                 meta={"test/added": True})(lambda: text)
+    await ctx.session.send_notification(
+        types.ServerNotification(types.ResourceListChangedNotification()),
+        related_request_id=ctx.request_id)
+    return "added"
 
 
 @mcp.tool()

@@ -6,6 +6,7 @@
 //! them, so the layers run one way: surfaces (`mcp`, `rest`) → `pipeline`
 //! → `catalog` → backends (`wasm`, `db`, `upstream`) → `call`.
 
+pub mod apps;
 mod ask;
 mod cancel;
 mod changes;

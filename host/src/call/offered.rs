@@ -91,6 +91,9 @@ pub struct PromptResult {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ReadResult {
     pub contents: Vec<ResourceContents>,
+    /// The result's own `_meta` (an upstream server's, passed on).
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
 }
 
 /// What is being completed (`completion/complete`'s `ref`).

@@ -48,6 +48,10 @@ pub struct ResourceContents {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob: Option<String>,
+    /// Its `_meta` (an MCP App view's `ui`: CSP, permissions), as the
+    /// component, DB entry or upstream server gave it.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<super::tool::Meta>,
 }
 
 /// What a call returns when it ran to the end: a success, or a tool-level

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::stages::Plugins;
 use super::{CatalogResource, CatalogTemplate, Offered, Provider, UriTemplate};
+use crate::call::apps::MetaOf;
 use crate::call::{ResourceDef, TemplateDef};
 use crate::config::{Config, ResourceConfig};
 use crate::db::{Connectors, DbTool};
@@ -73,6 +74,8 @@ impl Offered {
         let provider = Provider::Sql(Arc::new(db));
         let limits = config.limits.overridden_by(&cfg.limits);
         let name = cfg.name.clone().unwrap_or_else(|| key.to_string());
+        let meta = super::db_tools::checked_meta(cfg.meta.as_ref(), MetaOf::Resource)
+            .map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
         let mime_type = Some(
             cfg.mime_type
                 .clone()
@@ -86,7 +89,7 @@ impl Offered {
                     title: cfg.title.clone(),
                     description: cfg.description.clone(),
                     mime_type,
-                    meta: None,
+                    meta,
                 },
                 matcher,
                 provider,
@@ -101,7 +104,7 @@ impl Offered {
                     description: cfg.description.clone(),
                     mime_type,
                     size: None,
-                    meta: None,
+                    meta,
                 },
                 provider,
                 limits,

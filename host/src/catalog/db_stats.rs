@@ -23,7 +23,7 @@ impl Catalog {
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => db.cache_stats(),
-            Provider::Wasm(_) => None,
+            Provider::Wasm(_) | Provider::Upstream(_) => None,
         };
         let offered = &self.offered;
         let resources = offered
@@ -48,7 +48,7 @@ impl Catalog {
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => Some(db.clone()),
-            Provider::Wasm(_) => None,
+            Provider::Wasm(_) | Provider::Upstream(_) => None,
         };
         let offered = &self.offered;
         let statements: Vec<_> = tools

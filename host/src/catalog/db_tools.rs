@@ -8,6 +8,8 @@ use std::sync::Arc;
 use super::{
     Annotations, Backend, Catalog, CatalogTool, RateLimits, Stages, ToolDef, tool_limiter,
 };
+use crate::call::Meta;
+use crate::call::apps::{MetaOf, check_meta};
 use crate::config::{Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
 use crate::wasm::LoadFailure;
@@ -31,7 +33,9 @@ impl Catalog {
                     error,
                 });
             }
-            let tool = db_tool(cfg, db, config.limits);
+            let mut tool = db_tool(cfg, db, config.limits);
+            tool.def.meta = checked_meta(cfg.meta.as_ref(), MetaOf::Tool)
+                .map_err(|e| anyhow::anyhow!("tool {}: {e}", cfg.name))?;
             let stages = self
                 .plugins
                 .stages_for(config, &cfg.name, &tool.def.input_schema)
@@ -48,6 +52,12 @@ impl Catalog {
         }
         Ok(())
     }
+}
+
+/// An entry's `meta`, checked as the `_meta` of a definition `of`.
+pub(super) fn checked_meta(meta: Option<&Meta>, of: MetaOf) -> Result<Option<Meta>, String> {
+    meta.map(|m| check_meta(serde_json::Value::Object(m.clone()), of))
+        .transpose()
 }
 
 /// The catalog entry of a DB tool: its schema comes from its declared inputs.

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub mod apps;
 mod db_resources;
 mod db_stats;
 mod db_tools;

@@ -1,6 +1,6 @@
 //! Resources, resource templates and prompts in the catalog, with what
-//! serves each (a component, or a `[[resources]]` SQL statement) and who may
-//! see it; and routing `completion/complete`.
+//! serves each (a component, a `[[resources]]` SQL statement, or an upstream
+//! MCP server) and who may see it; and routing `completion/complete`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::call::{CallError, CompletionRef, PromptDef, ResourceDef, TemplateDef};
 use crate::config::{Config, Limits};
 use crate::db::DbTool;
+use crate::upstream::Upstream;
 use crate::wasm::{Listing, ToolPlugin};
 
 use super::Stages;
@@ -20,6 +21,15 @@ pub enum Provider {
     Wasm(Arc<ToolPlugin>),
     /// A `[[resources]]` entry's SQL statement (resources and templates only).
     Sql(Arc<DbTool>),
+    /// An upstream MCP server, which is asked for the URI as it gave it
+    /// (resources and templates only).
+    Upstream(Arc<Upstream>),
+}
+
+impl Provider {
+    fn is_upstream(&self) -> bool {
+        matches!(self, Provider::Upstream(_))
+    }
 }
 
 /// A resource with a fixed URI.
@@ -99,15 +109,25 @@ impl ResolvedResource<'_> {
             ResolvedResource::Templated(t, _) => t.def.mime_type.as_deref(),
         }
     }
+
+    /// The listed `_meta`, which each item read under the URI carries too
+    /// (an MCP App host reads a view's CSP from the item it renders).
+    pub fn meta(&self) -> Option<&crate::call::Meta> {
+        match self {
+            ResolvedResource::Fixed(r) => r.def.meta.as_ref(),
+            ResolvedResource::Templated(t, _) => t.def.meta.as_ref(),
+        }
+    }
 }
 
-/// Everything offered besides tools, in listing order.
+/// Everything offered besides tools, in listing order. Entries are shared
+/// with the catalogs an upstream refresh derives (see [`Offered::local`]).
 #[derive(Default)]
 pub struct Offered {
-    pub resources: Vec<CatalogResource>,
+    pub resources: Vec<Arc<CatalogResource>>,
     by_uri: HashMap<String, usize>,
-    pub templates: Vec<CatalogTemplate>,
-    pub prompts: Vec<CatalogPrompt>,
+    pub templates: Vec<Arc<CatalogTemplate>>,
+    pub prompts: Vec<Arc<CatalogPrompt>>,
     by_prompt: HashMap<String, usize>,
 }
 
@@ -183,13 +203,35 @@ impl Offered {
         errors
     }
 
+    /// What components and `[[resources]]` statements offer, without the
+    /// upstreams' entries: what a catalog derived after an upstream's lists
+    /// changed starts from (the entries shared, not made again).
+    pub(super) fn local(&self) -> Offered {
+        let mut local = Offered::default();
+        for r in self.resources.iter().filter(|r| !r.provider.is_upstream()) {
+            local.push_resource(r.clone());
+        }
+        local.templates = (self.templates.iter())
+            .filter(|t| !t.provider.is_upstream())
+            .cloned()
+            .collect();
+        for p in &self.prompts {
+            local.push_prompt(p.clone());
+        }
+        local
+    }
+
     pub fn add_resource(&mut self, r: CatalogResource) -> Result<(), String> {
         if self.by_uri.contains_key(&r.def.uri) {
             return Err(format!("resource {:?} is offered twice", r.def.uri));
         }
+        self.push_resource(Arc::new(r));
+        Ok(())
+    }
+
+    fn push_resource(&mut self, r: Arc<CatalogResource>) {
         self.by_uri.insert(r.def.uri.clone(), self.resources.len());
         self.resources.push(r);
-        Ok(())
     }
 
     pub fn add_template(&mut self, t: CatalogTemplate) -> Result<(), String> {
@@ -203,7 +245,7 @@ impl Offered {
                 t.def.uri_template
             ));
         }
-        self.templates.push(t);
+        self.templates.push(Arc::new(t));
         Ok(())
     }
 
@@ -211,10 +253,14 @@ impl Offered {
         if self.by_prompt.contains_key(&p.def.name) {
             return Err(format!("prompt {:?} is offered twice", p.def.name));
         }
+        self.push_prompt(Arc::new(p));
+        Ok(())
+    }
+
+    fn push_prompt(&mut self, p: Arc<CatalogPrompt>) {
         self.by_prompt
             .insert(p.def.name.clone(), self.prompts.len());
         self.prompts.push(p);
-        Ok(())
     }
 
     /// Whether anything here is shown only to some callers.
@@ -236,7 +282,7 @@ impl Offered {
     pub fn completes(&self) -> bool {
         let wasm_completes = |p: &Provider| match p {
             Provider::Wasm(plugin) => plugin.completes(),
-            Provider::Sql(_) => false,
+            Provider::Sql(_) | Provider::Upstream(_) => false,
         };
         self.prompts.iter().any(|p| wasm_completes(&p.provider))
             || self.templates.iter().any(|t| wasm_completes(&t.provider))
@@ -256,7 +302,7 @@ impl Offered {
     pub fn resolve_prompt(&self, name: &str) -> Result<&CatalogPrompt, CallError> {
         self.by_prompt
             .get(name)
-            .map(|&i| &self.prompts[i])
+            .map(|&i| &*self.prompts[i])
             .ok_or_else(|| CallError::prompt_not_found(name))
     }
 

@@ -1,13 +1,19 @@
 //! Catalog entries for `[upstreams.NAME]`: each upstream is asked for its
 //! tools at build time; they join the catalog prefixed, with their schemas
 //! and annotations, and get stages (auth, mappers, `visible_to`, the input
-//! check) from `[[tools]]` like any other tool.
+//! check) from `[[tools]]` like any other tool. Its resources and templates
+//! join the offered ones under the URIs it gives them (an MCP App's tool
+//! names its view by that URI), with auth and `visible_to` from
+//! `[[resources]]` like any resource; a URI another source offers already
+//! stays that source's (components and statements first, then upstreams in
+//! name order), and the upstream's is a problem.
 //!
-//! When an upstream's list changes later (its `notifications/tools/list_changed`,
-//! or the periodic `refresh`), the reloader puts in service a catalog
-//! derived from this one ([`Catalog::with_upstream_tools`]): the same
-//! plugins, offers and upstreams, each upstream's tools as it lists them
-//! now. Sessions hear `notifications/tools/list_changed` as after a reload.
+//! When an upstream's lists change later (its tools or resources
+//! `list_changed`, or the periodic `refresh`), the reloader puts in service
+//! a catalog derived from this one ([`Catalog::with_upstream_tools`]): the
+//! same plugins, offers and upstreams, each upstream's tools and resources
+//! as it lists them now. Sessions hear the `list_changed` of the lists that
+//! changed, as after a reload.
 //!
 //! An upstream that cannot be reached at build time is a problem (`hangar
 //! check` fails, `/healthz` is degraded) and brings no tools until it
@@ -22,7 +28,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Backend, Catalog, CatalogTool, RateLimits, ToolDef, tool_limiter};
+use super::stages::Plugins;
+use super::{
+    Backend, Catalog, CatalogResource, CatalogTemplate, CatalogTool, Offered, Provider, RateLimits,
+    ToolDef, UriTemplate, tool_limiter,
+};
 use crate::config::Config;
 use crate::upstream::Upstream;
 use crate::wasm::LoadFailure;
@@ -55,15 +65,18 @@ impl Catalog {
         futures::future::join_all(at_load.map(|u| u.refresh())).await;
         self.upstream_seen
             .store(*self.upstream_changes.borrow(), Ordering::Release);
+        let mut offered = self.offered.local();
         for upstream in upstreams {
             upstream.spawn_refresh();
             self.add_upstream_tools(config, &upstream, None, problems);
+            offered.add_upstream_offers(config, &self.plugins, &upstream, problems);
             self.upstreams.push(upstream);
         }
+        self.offered = Arc::new(offered);
     }
 
-    /// A catalog like this one, with each upstream's tools as it lists them
-    /// now, and the problems of its upstreams (listing failures, entries
+    /// A catalog like this one, with each upstream's tools, resources and
+    /// templates as it lists them now, and the problems of its upstreams (listing failures, entries
     /// that could not be made) to report instead of theirs before. Entries
     /// whose definition did not change are kept as they are (their rate
     /// limits' state with them).
@@ -93,9 +106,12 @@ impl Catalog {
             }
         }
         let mut problems = Vec::new();
+        let mut offered = self.offered.local();
         for upstream in &self.upstreams {
             next.add_upstream_tools(config, upstream, Some(self), &mut problems);
+            offered.add_upstream_offers(config, &self.plugins, upstream, &mut problems);
         }
+        next.offered = Arc::new(offered);
         next.index();
         (next, problems)
     }
@@ -189,6 +205,71 @@ impl Catalog {
     /// The upstream MCP servers, for `/healthz`.
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
+    }
+}
+
+impl Offered {
+    /// Adds the resources and templates `upstream` lists now, each with its
+    /// `[[resources]]` auth, `visible_to` and limits. One whose URI (or URI
+    /// template) is offered already, or whose template cannot be parsed,
+    /// is a problem and left out.
+    fn add_upstream_offers(
+        &mut self,
+        config: &Config,
+        plugins: &Plugins,
+        upstream: &Arc<Upstream>,
+        problems: &mut Vec<LoadFailure>,
+    ) {
+        let path = PathBuf::from(format!("upstreams.{}", upstream.name));
+        let access = |key: &str| {
+            let cfg = config.resource(key);
+            let access = plugins.access(
+                config,
+                &format!("resource {key}"),
+                cfg.and_then(|c| c.auth.as_ref()),
+                cfg.and_then(|c| c.visible_to.as_ref()),
+            )?;
+            let limits = cfg.map_or(config.limits, |c| config.limits.overridden_by(&c.limits));
+            Ok::<_, String>((access, limits))
+        };
+        let provider = Provider::Upstream(upstream.clone());
+        let offers = upstream.offers();
+        for def in &offers.resources {
+            let added = access(&def.uri).and_then(|(access, limits)| {
+                self.add_resource(CatalogResource {
+                    def: def.clone(),
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+                .map_err(|e| format!("{e}: the first source keeps it"))
+            });
+            if let Err(error) = added {
+                problems.push(LoadFailure {
+                    path: path.clone(),
+                    error,
+                });
+            }
+        }
+        for def in &offers.templates {
+            let added = UriTemplate::parse(&def.uri_template).and_then(|matcher| {
+                let (access, limits) = access(&def.uri_template)?;
+                self.add_template(CatalogTemplate {
+                    def: def.clone(),
+                    matcher,
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+                .map_err(|e| format!("{e}: the first source keeps it"))
+            });
+            if let Err(error) = added {
+                problems.push(LoadFailure {
+                    path: path.clone(),
+                    error,
+                });
+            }
+        }
     }
 }
 

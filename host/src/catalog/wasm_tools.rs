@@ -45,9 +45,13 @@ impl Catalog {
                 .get(plugin.name())
                 .and_then(|p| p.rate_limit)
                 .map(|limit| Limiter::new(limit, format!("plugin {}", plugin.name()), cluster));
+            let mut tool_meta = std::collections::HashMap::new();
             match offers {
-                Ok(listing) => {
-                    let errors = offered.add_listing(config, &plugins, &plugin, listing);
+                Ok(mut listing) => {
+                    tool_meta = std::mem::take(&mut listing.tool_meta);
+                    let refused = std::mem::take(&mut listing.meta_problems);
+                    let mut errors = offered.add_listing(config, &plugins, &plugin, listing);
+                    errors.extend(refused);
                     problems.extend(errors.into_iter().map(|error| LoadFailure {
                         path: loaded_path.clone(),
                         error,
@@ -64,7 +68,7 @@ impl Catalog {
                     format!("plugin {}", plugin.name()),
                 ))
             });
-            let defs = match defs {
+            let mut defs = match defs {
                 Ok(defs) => defs,
                 Err(e) => {
                     problems.push(LoadFailure {
@@ -74,6 +78,17 @@ impl Catalog {
                     continue;
                 }
             };
+            // A tool's `_meta` from the `meta` export, by the guest's name
+            // (before any prefix).
+            for def in &mut defs {
+                if let Some(meta) = tool_meta.remove(&def.name) {
+                    def.meta = Some(meta);
+                }
+            }
+            problems.extend(tool_meta.into_keys().map(|name| LoadFailure {
+                path: loaded_path.clone(),
+                error: format!("tool {name:?}: _meta for a tool the component does not list"),
+            }));
             let plugin_config = config.plugins.get(plugin.name());
             // A plain component's functions are named under the plugin's.
             let prefix = plugin_config

@@ -5,6 +5,7 @@
 //! Fields: `version` (the negotiated protocol version; a hash without it is
 //! no session), `owner` (the bearer token's subject, absent without one),
 //! `elicitation`, `sampling` and `roots` (`1` when the client declared them),
+//! `apps` (`1` when it declared it renders MCP Apps),
 //! `level` (the log level it asked for), `counted` (the count sets below it
 //! is in) and one `sub:<uri>` per resource subscription. Reading a session
 //! is one round trip (`HGETALL` and `PEXPIRE`, pipelined).
@@ -42,6 +43,7 @@ pub struct SessionRecord {
     pub elicitation: bool,
     pub sampling: bool,
     pub roots: bool,
+    pub apps: bool,
     /// The log level's name (`"debug"`, …), when the client set one.
     pub log_level: Option<String>,
     pub subscriptions: BTreeSet<String>,
@@ -50,7 +52,7 @@ pub struct SessionRecord {
 const SUB: &str = "sub:";
 
 /// Fields a session hash holds besides its subscriptions, at most.
-pub const FIXED_FIELDS: usize = 8;
+pub const FIXED_FIELDS: usize = 9;
 
 impl SessionRecord {
     fn fields(&self) -> Vec<(String, String)> {
@@ -60,6 +62,7 @@ impl SessionRecord {
             ("elicitation".to_string(), flag(self.elicitation)),
             ("sampling".to_string(), flag(self.sampling)),
             ("roots".to_string(), flag(self.roots)),
+            ("apps".to_string(), flag(self.apps)),
         ];
         if let Some(owner) = &self.owner {
             out.push(("owner".into(), owner.clone()));
@@ -82,6 +85,7 @@ impl SessionRecord {
             elicitation: fields.get("elicitation").is_some_and(|v| v == "1"),
             sampling: fields.get("sampling").is_some_and(|v| v == "1"),
             roots: fields.get("roots").is_some_and(|v| v == "1"),
+            apps: fields.get("apps").is_some_and(|v| v == "1"),
             log_level: fields.remove("level"),
             subscriptions: fields
                 .keys()
@@ -255,6 +259,7 @@ mod tests {
             elicitation: true,
             sampling: false,
             roots: true,
+            apps: true,
             log_level: Some("debug".into()),
             subscriptions: ["file:///a".to_string(), "sub:x".to_string()].into(),
         };

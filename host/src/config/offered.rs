@@ -29,6 +29,10 @@ pub struct ResourceConfig {
     pub description: Option<String>,
     /// Of the contents; a DB resource defaults to `application/json`.
     pub mime_type: Option<String>,
+    /// A DB resource's `_meta` object, on its listed definition and on
+    /// what a read answers, as written (an MCP App view's `ui`). Its `ui`
+    /// is checked at load.
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
     /// With `statement`, the entry is a DB resource: its connector,
     /// statement, inputs (the template variables' types), cache, read-only
     /// rule and row cap.

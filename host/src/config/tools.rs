@@ -25,6 +25,10 @@ pub struct ToolConfig {
     pub title: Option<String>,
     /// A DB tool's description, shown to clients and models.
     pub description: Option<String>,
+    /// A DB tool's `_meta` object, passed to clients as written: e.g.
+    /// `meta = { ui = { resourceUri = "ui://…", visibility = ["app"] } }`
+    /// links an MCP App view. Its `ui` is checked at load.
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
     /// With `statement`, the entry is a DB tool: its connector, statement,
     /// inputs, cache, read-only rule and row cap.
     #[serde(flatten)]

@@ -68,6 +68,11 @@ pub struct UpstreamConfig {
     pub max_response_bytes: usize,
     /// Only these of its tools (names as the upstream gives them) join the catalog.
     pub tools: Option<Vec<String>>,
+    /// Whether its resources and resource templates (an MCP App's `ui://`
+    /// views among them) are offered through Hangar, under the URIs it
+    /// gives them; a URI another source offers already stays that one's.
+    #[serde(default = "default_resources")]
+    pub resources: bool,
     /// How often its tool list is fetched again (`0s` = only on its
     /// `notifications/tools/list_changed`).
     #[serde(default = "default_refresh", with = "humantime_serde")]
@@ -88,6 +93,10 @@ fn default_timeout() -> Duration {
 
 fn default_max_response_bytes() -> usize {
     8 << 20
+}
+
+fn default_resources() -> bool {
+    true
 }
 
 fn default_refresh() -> Duration {
@@ -138,6 +147,8 @@ pub struct ResolvedUpstream {
     pub timeout: Duration,
     pub max_response_bytes: usize,
     pub tools: Option<Vec<String>>,
+    /// Its resources and templates are offered.
+    pub resources: bool,
     pub refresh: Duration,
     pub breaker_failures: u32,
     pub breaker_cooldown: Duration,
@@ -213,6 +224,7 @@ impl UpstreamConfig {
             timeout: self.timeout,
             max_response_bytes: self.max_response_bytes,
             tools: self.tools.clone(),
+            resources: self.resources,
             refresh: self.refresh,
             breaker_failures: self.breaker_failures,
             breaker_cooldown: self.breaker_cooldown,
@@ -322,6 +334,7 @@ mod tests {
             headers = { authorization = "Bearer {{ env.TOKEN }}" }
             timeout = "10s"
             tools = ["forecast"]
+            resources = false
             "#,
         )
         .unwrap();
@@ -335,6 +348,7 @@ mod tests {
         assert_eq!(headers["authorization"], "Bearer s3cret");
         assert_eq!(u.tools.as_deref(), Some(&["forecast".to_string()][..]));
         assert_eq!(u.breaker_failures, 3);
+        assert!(!u.resources);
     }
 
     #[test]
@@ -344,6 +358,10 @@ mod tests {
         let u = c.upstreams["a"].resolve("a", &env).unwrap();
         assert_eq!(u.prefix, "a.");
         assert_eq!(u.timeout, Duration::from_secs(30));
+        assert!(
+            u.resources,
+            "an upstream's resources are offered unless it says not"
+        );
         assert!(matches!(&u.transport, Transport::Http { headers, .. } if headers.is_empty()));
     }
 

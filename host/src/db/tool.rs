@@ -312,6 +312,7 @@ impl DbTool {
             mime_type: Some(self.mime_type.clone()),
             text: Some(served.text.clone()),
             blob: None,
+            meta: None,
         }])
     }
 

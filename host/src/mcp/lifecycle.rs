@@ -15,6 +15,7 @@ use super::request::Request;
 use super::session::{ClientAsks, Session};
 use super::state::McpState;
 use super::{caps, replicas};
+use crate::call::apps::{APP_MIME_TYPE, UI_EXTENSION};
 use crate::pipeline::LogLevel;
 
 /// Opens a session for `client` (and the token subject `owner`), unless
@@ -73,7 +74,8 @@ pub(super) async fn initialize(
 /// (plugins or config changed, SIGHUP) sends `notifications/*/list_changed`
 /// on the session's GET stream; `subscribe` is true because resource
 /// updates are sent there too. Through a toolset, resources and prompts
-/// are offered only when it holds some.
+/// are offered only when it holds some, and the MCP Apps extension only
+/// when one of its tools links a view.
 pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Toolset>) -> Value {
     let pipeline = st.pipeline.current();
     let (offered, scope) = (
@@ -92,6 +94,10 @@ pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Tool
     }
     if offered.completes() {
         caps["completions"] = json!({});
+    }
+    // MCP Apps: only when a tool of this endpoint links a view.
+    if pipeline.catalog().offers_apps(toolset) {
+        caps["extensions"] = json!({ UI_EXTENSION: { "mimeTypes": [APP_MIME_TYPE] } });
     }
     caps
 }

@@ -9,6 +9,7 @@ use super::jsonrpc::RpcError;
 use super::pins;
 use super::request::Request;
 use super::state::McpState;
+use crate::call::apps::app_only;
 
 pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
@@ -19,9 +20,14 @@ pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
         session.map_or("", |s| s.id.as_str()),
     );
     let mode = pipeline.catalog().pinning();
+    // An app-only tool (`_meta.ui.visibility` without "model") is for a
+    // view to call: a client that renders no MCP Apps would offer it to
+    // its model, so it is left out of that client's list (still callable).
+    let apps = req.client_runs_apps();
     let tools: Vec<Value> = (pipeline
         .listed(principal.as_ref(), req.toolset.as_ref())
         .iter())
+    .filter(|def| apps || !app_only(def.meta.as_ref()))
     .map(|def| pins::listed(pins, mode, id, def))
     .collect();
     match page(&req.params, &tools, st.page_size) {

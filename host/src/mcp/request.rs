@@ -31,6 +31,10 @@ pub(super) trait Front: Sync {
     /// The least level of the call's logs the client asked for, if any.
     fn log_level(&self) -> Option<LogLevel>;
 
+    /// Whether the client declared it renders MCP Apps (in this request's
+    /// `_meta` capabilities).
+    fn runs_apps(&self) -> bool;
+
     /// The rounds in which a run for `req` of `name` with `args` asks the
     /// client its questions; an error for answers or a state that fail
     /// their checks.
@@ -122,6 +126,16 @@ impl Request<'_> {
 
     pub(super) fn accepts_sse(&self) -> bool {
         accepts_sse(self.headers)
+    }
+
+    /// Whether the client declared it renders MCP Apps: in its session's
+    /// `initialize` (2025), in the request's `_meta` (2026-07-28). A 2025
+    /// request without a session declared nothing.
+    pub(super) fn client_runs_apps(&self) -> bool {
+        match self.front {
+            Some(front) => front.runs_apps(),
+            None => self.session.as_ref().is_some_and(|s| s.runs_apps()),
+        }
     }
 }
 

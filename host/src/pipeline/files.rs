@@ -263,7 +263,9 @@ impl Pipeline {
                 mime_type: Some(entry.mime_type.clone()),
                 text,
                 blob,
+                meta: None,
             }],
+            meta: None,
         })
     }
 

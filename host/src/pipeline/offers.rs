@@ -96,11 +96,21 @@ impl Pipeline {
         })
         .await?;
         not_cancelled(cx, Stage::Handler)?;
-        let mut contents = match resolved.provider() {
-            Provider::Wasm(plugin) => plugin.read_resource(cx, uri, resolved.limits()).await?,
-            Provider::Sql(db) => {
+        let (mut contents, meta) = match resolved.provider() {
+            Provider::Wasm(plugin) => (
+                plugin.read_resource(cx, uri, resolved.limits()).await?,
+                None,
+            ),
+            Provider::Sql(db) => (
                 db.read_resource(uri, resolved.variables(), cx.principal.as_ref(), &cx.cancel)
-                    .await?
+                    .await?,
+                None,
+            ),
+            // The upstream is asked for the URI as it listed it; its answer
+            // (the contents' and the result's `_meta` too) passes through.
+            Provider::Upstream(upstream) => {
+                let read = upstream.read(uri, cx).await?;
+                (read.contents, read.meta)
             }
         };
         if let Some(mime) = resolved.mime_type() {
@@ -108,7 +118,19 @@ impl Pipeline {
                 c.mime_type = Some(mime.to_string());
             }
         }
-        Ok(ReadResult { contents })
+        // A component's or DB entry's listed `_meta` goes on its own item
+        // too (MCP Apps hosts read the view's `ui` there); an upstream's
+        // answer is left as it gave it.
+        let upstream = matches!(resolved.provider(), Provider::Upstream(_));
+        if let Some(listed) = resolved.meta().filter(|_| !upstream) {
+            let own = contents
+                .iter_mut()
+                .filter(|c| c.meta.is_none() && c.uri == uri);
+            for c in own {
+                c.meta = Some(listed.clone());
+            }
+        }
+        Ok(ReadResult { contents, meta })
     }
 
     /// Whether the caller may watch `uri` (`resources/subscribe`): what
@@ -159,8 +181,9 @@ impl Pipeline {
         not_cancelled(cx, Stage::Handler)?;
         match &prompt.provider {
             Provider::Wasm(plugin) => plugin.get_prompt(cx, name, arguments, &prompt.limits).await,
-            // Statements serve resources only; no prompt is ever built on one.
-            Provider::Sql(_) => Err(CallError::prompt_not_found(name)),
+            // Statements and upstreams serve resources only here; no prompt
+            // is ever built on one.
+            Provider::Sql(_) | Provider::Upstream(_) => Err(CallError::prompt_not_found(name)),
         }
     }
 
@@ -201,8 +224,8 @@ impl Pipeline {
                     .complete(cx, reference, argument, value, context, limits)
                     .await
             }
-            // A DB template suggests nothing.
-            Provider::Sql(_) => Ok(Completions::default()),
+            // A DB or upstream template suggests nothing.
+            Provider::Sql(_) | Provider::Upstream(_) => Ok(Completions::default()),
         }
     }
 

@@ -7,6 +7,10 @@
 //! page's own script: each response carries a fresh nonce that the one
 //! `<script>` element names, and no `'unsafe-inline'` for scripts (a markup
 //! injection cannot add a script that runs). Styles stay inline.
+//!
+//! A tool with an MCP App view is shown by the page in a frame of
+//! `/ui/frame` ([`super::app_frame`]): another document, under the view's own
+//! policy, which this page's `default-src 'self'` lets it frame.
 
 use axum::http::HeaderValue;
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
@@ -14,6 +18,8 @@ use axum::response::{IntoResponse, Response};
 
 const PAGE: &str = include_str!("explorer.html");
 const CONFIG_SLOT: &str = r#"/*HANGAR_CONFIG*/{"allowExecute": true}/*END*/"#;
+/// The server's version, which the page tells the MCP Apps it hosts.
+const VERSION_SLOT: &str = r#"/*HANGAR_VERSION*/"0.0.0"/*END*/"#;
 /// The script element's nonce in the page as written.
 const NONCE_SLOT: &str = r#"<script nonce="HANGAR_NONCE">"#;
 
@@ -22,11 +28,14 @@ pub fn page(allow_execute: bool) -> Response {
     // 122 random bits from a CSPRNG, as hex: fit for a CSP nonce.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let config = format!(r#"/*HANGAR_CONFIG*/{{"allowExecute": {allow_execute}}}/*END*/"#);
-    let html = PAGE.replacen(CONFIG_SLOT, &config, 1).replacen(
-        NONCE_SLOT,
-        &format!(r#"<script nonce="{nonce}">"#),
-        1,
+    let version = format!(
+        r#"/*HANGAR_VERSION*/"{}"/*END*/"#,
+        env!("CARGO_PKG_VERSION")
     );
+    let html = PAGE
+        .replacen(CONFIG_SLOT, &config, 1)
+        .replacen(VERSION_SLOT, &version, 1)
+        .replacen(NONCE_SLOT, &format!(r#"<script nonce="{nonce}">"#), 1);
     let csp = HeaderValue::from_str(&policy(&nonce)).expect("a hex nonce is a header value");
     (
         [
@@ -59,6 +68,7 @@ mod tests {
     #[test]
     fn the_slots_are_in_the_page() {
         assert!(PAGE.contains(CONFIG_SLOT));
+        assert!(PAGE.contains(VERSION_SLOT));
         // One script element, and it is the one the nonce goes into.
         assert_eq!(PAGE.matches("<script").count(), 1);
         assert!(PAGE.contains(NONCE_SLOT));

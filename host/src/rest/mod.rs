@@ -1,7 +1,9 @@
 //! The REST surface: `GET /tools`, `GET /tools/{name}`,
 //! `POST /tools/{name}/call`, resources and prompts (see [`offers`]),
-//! `GET /openapi.json`, and the explorer page at `/ui`.
+//! `GET /openapi.json`, and the explorer page at `/ui` (with `/ui/frame`,
+//! where it renders an MCP App's view).
 
+mod app_frame;
 mod explorer;
 mod offers;
 mod openapi;
@@ -36,7 +38,9 @@ pub fn router(rest: Rest) -> Router {
         .merge(offers::routes())
         .route("/openapi.json", get(openapi_json));
     let router = if ui {
-        router.route("/ui", get(explorer_page))
+        router
+            .route("/ui", get(explorer_page))
+            .route("/ui/frame", get(app_frame::frame))
     } else {
         router
     };
@@ -64,6 +68,9 @@ struct Summary<'a> {
     input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     annotations: Option<&'a Annotations>,
+    /// The tool's `_meta` (an MCP App's `ui.resourceUri`), as MCP lists it.
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a crate::call::Meta>,
 }
 
 async fn list(caller: Caller) -> Response {
@@ -76,6 +83,7 @@ async fn list(caller: Caller) -> Response {
             description: &d.description,
             input_schema: &d.input_schema,
             annotations: d.annotations.as_ref(),
+            meta: d.meta.as_ref(),
         })
         .collect();
     Json(tools).into_response()

@@ -106,7 +106,8 @@ async fn list_prompts(caller: Caller) -> Response {
     .into_response()
 }
 
-/// A `ReadResourceResult`, with the trace id in `_meta`.
+/// A `ReadResourceResult`, with the trace id in `_meta` (beside what an
+/// upstream server put there; Hangar's key wins).
 async fn read_resource(caller: Caller, RawQuery(query): RawQuery) -> Result<Response, OfferError> {
     let uri = uri_param(query.as_deref())?;
     let mut cx = caller.context("GET", "/resources/read");
@@ -116,8 +117,12 @@ async fn read_resource(caller: Caller, RawQuery(query): RawQuery) -> Result<Resp
         .current()
         .read_resource(&uri, &mut cx)
         .await;
-    let result = result.map_err(|e| OfferError::call(e, &cx))?;
-    Ok(Json(Traced::new(&result, &cx.trace_id)).into_response())
+    let mut result = result.map_err(|e| OfferError::call(e, &cx))?;
+    if !cx.trace_id.is_empty() {
+        let meta = result.meta.get_or_insert_default();
+        meta.insert("_trace_id".into(), Value::String(cx.trace_id.clone()));
+    }
+    Ok(Json(result).into_response())
 }
 
 /// A `GetPromptResult`, with the trace id in `_meta`.

@@ -262,7 +262,8 @@ pub fn document(tools: &[&ToolDef]) -> Value {
                     "name": { "type": "string" },
                     "description": { "type": "string" },
                     "inputSchema": { "type": "object" },
-                    "annotations": { "type": "object" }
+                    "annotations": { "type": "object" },
+                    "_meta": { "type": "object", "description": "The tool's _meta, e.g. an MCP App's ui.resourceUri" }
                 }
             },
             "Content": {

@@ -213,14 +213,17 @@ impl Client {
         let _ = tokio::time::timeout(self.timeout, request.send()).await;
     }
 
-    /// Every tool the server lists, following `nextCursor`.
-    pub async fn list_tools(
+    /// Every entry of one list (`method`, e.g. `tools/list`, whose answer
+    /// holds the page under `key`), following `nextCursor`.
+    pub async fn list_pages(
         &self,
         session: &Handshake,
         first_id: u64,
+        method: &str,
+        key: &str,
         on_note: OnNotification<'_>,
     ) -> Result<Result<Vec<Value>, Value>, WireError> {
-        let mut tools = Vec::new();
+        let mut entries = Vec::new();
         let mut cursor: Option<Value> = None;
         for page in 0..1000u64 {
             let params = match &cursor {
@@ -228,28 +231,21 @@ impl Client {
                 None => json!({}),
             };
             let reply = self
-                .request(
-                    session,
-                    first_id + page,
-                    "tools/list",
-                    params,
-                    None,
-                    on_note,
-                )
+                .request(session, first_id + page, method, params, None, on_note)
                 .await?;
             let result = match reply {
                 Reply::Result(result) => result,
                 Reply::Error(e) => return Ok(Err(e)),
             };
-            if let Some(page) = result.get("tools").and_then(Value::as_array) {
-                tools.extend(page.iter().cloned());
+            if let Some(page) = result.get(key).and_then(Value::as_array) {
+                entries.extend(page.iter().cloned());
             }
             match result.get("nextCursor") {
                 Some(next) if !next.is_null() => cursor = Some(next.clone()),
-                _ => return Ok(Ok(tools)),
+                _ => return Ok(Ok(entries)),
             }
         }
-        Err(WireError::Protocol("tools/list pages never end".into()))
+        Err(WireError::Protocol(format!("{method} pages never end")))
     }
 
     /// One POST under the timeout: the answer to `id` (if a request), and

@@ -1,12 +1,14 @@
 //! Upstream MCP servers as a backend: an [`Upstream`] owns one server's
 //! client, its sessions (one per client session, or per principal for
-//! session-less callers), its circuit breaker and its live tool list. It
-//! speaks the call vocabulary (`CallContext`, `CallError`, `ToolResult`),
-//! never the surfaces.
+//! session-less callers), its circuit breaker and its live tool, resource
+//! and template lists. It speaks the call vocabulary (`CallContext`,
+//! `CallError`, `ToolResult`, `ReadResult`), never the surfaces.
 
 mod breaker;
 mod client;
+mod offers;
 mod relay;
+mod resources;
 mod sessions;
 mod slot;
 mod sse;
@@ -24,6 +26,7 @@ use serde_json::{Value, json};
 use breaker::Breaker;
 pub use breaker::BreakerState;
 use client::{Client, Reply, WireError};
+pub use offers::UpstreamOffers;
 use slot::{CATALOG_KEY, Slot, capabilities, session_key};
 use tools::tool_def;
 
@@ -40,6 +43,8 @@ pub struct Upstream {
     breaker: Breaker,
     /// The tools it lists now, by their upstream name (prefixed definitions).
     tools: RwLock<Arc<Vec<(String, ToolDef)>>>,
+    /// The resources and templates it lists now (URIs as it gives them).
+    offers: RwLock<Arc<UpstreamOffers>>,
     next_id: AtomicU64,
     /// Wakes the refresh task (the upstream said its list changed).
     refresh_wanted: Arc<tokio::sync::Notify>,
@@ -48,9 +53,9 @@ pub struct Upstream {
     listing_error: Mutex<Option<String>>,
 }
 
-/// Bumped each time an upstream's tool list changes: what the reloader
-/// watches to put a catalog with the new tools in service, after which
-/// sessions hear `notifications/tools/list_changed` (as after a reload).
+/// Bumped each time an upstream's tool or resource lists change: what the
+/// reloader watches to put a catalog with the new lists in service, after
+/// which sessions hear the lists' `list_changed` (as after a reload).
 pub type ToolChanges = tokio::sync::watch::Sender<u64>;
 
 /// How soon an upstream that has never listed its tools is asked again
@@ -74,6 +79,7 @@ impl Upstream {
             client,
             sessions: Mutex::default(),
             tools: RwLock::default(),
+            offers: RwLock::default(),
             next_id: AtomicU64::new(1),
             refresh_wanted,
             changes,
@@ -112,9 +118,12 @@ impl Upstream {
         self.breaker.state()
     }
 
-    /// Fetches its tool list again and keeps it. This is the one refresh
+    /// Fetches its tool list (and its resource and template lists, when
+    /// they are offered) again and keeps them. This is the one refresh
     /// entry point (startup, `list_changed`, the periodic timer); a catalog
     /// swap on reload can call it too. Returns how many tools it lists.
+    /// Resources that cannot be listed keep the last list (a warning): the
+    /// tools do not wait on them.
     pub async fn refresh(&self) -> Result<usize, String> {
         let listed = self.list().await;
         if let Err(e) = &listed {
@@ -140,12 +149,24 @@ impl Upstream {
             ));
         }
         let count = tools.len();
-        let changed = {
+        let offers = if self.config.resources {
+            self.list_offers().await.map_err(|e| {
+                tracing::warn!(upstream = %self.name, "listing resources: {e}");
+            })
+        } else {
+            Ok(UpstreamOffers::default())
+        };
+        let mut changed = {
             let mut current = self.tools.write().expect("tools lock");
             let changed = current.as_slice() != tools.as_slice();
             *current = Arc::new(tools);
             changed
         };
+        if let Ok(offers) = offers {
+            let mut current = self.offers.write().expect("offers lock");
+            changed |= **current != offers;
+            *current = Arc::new(offers);
+        }
         let first = self
             .listing_error
             .lock()
@@ -153,7 +174,14 @@ impl Upstream {
             .take()
             .is_some();
         if changed || first {
-            tracing::info!(upstream = %self.name, tools = count, "upstream tool list refreshed");
+            let offers = self.offers();
+            tracing::info!(
+                upstream = %self.name,
+                tools = count,
+                resources = offers.resources.len(),
+                templates = offers.templates.len(),
+                "upstream tool list refreshed"
+            );
             self.changes.send_modify(|n| *n += 1);
         }
         Ok(count)
@@ -163,7 +191,9 @@ impl Upstream {
     async fn list(&self) -> Result<Vec<Value>, String> {
         let listed = self
             .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
-                client.list_tools(&hs, id, &mut |_| {}).await
+                client
+                    .list_pages(&hs, id, "tools/list", "tools", &mut |_| {})
+                    .await
             })
             .await
             .map_err(|e| e.to_string())?;

@@ -1,6 +1,6 @@
 //! What an upstream sends during a call besides its answer: progress and
-//! log notifications (relayed to the call's events), `list_changed` (a
-//! refresh), and its own requests (questions for the call's client, `ping`).
+//! log notifications (relayed to the call's events), a tools or resources
+//! `list_changed` (a refresh), and its own requests (questions for the call's client, `ping`).
 
 use std::time::Instant;
 
@@ -72,7 +72,9 @@ impl Upstream {
                 };
                 sink.log(level, &logger, &message);
             }
-            Some("notifications/tools/list_changed") => self.refresh_wanted.notify_one(),
+            Some("notifications/tools/list_changed" | "notifications/resources/list_changed") => {
+                self.refresh_wanted.notify_one()
+            }
             _ => {}
         }
     }

@@ -67,8 +67,8 @@ struct Shared {
     started: AtomicBool,
     /// The running process group's id (0 when none): what a stop kills.
     pgid: AtomicU32,
-    /// Woken when its tool list may have changed (a restart, or its
-    /// `notifications/tools/list_changed` outside a call).
+    /// Woken when its tool or resource lists may have changed (a restart,
+    /// or its tools or resources `list_changed` outside a call).
     refresh: Arc<tokio::sync::Notify>,
 }
 
@@ -368,7 +368,10 @@ async fn read_stdout(shared: &Shared, run: &Arc<Run>, stdout: pipe::Receiver) ->
 /// always wakes a refresh.
 async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
     let method = message.get("method").and_then(Value::as_str);
-    if method == Some("notifications/tools/list_changed") {
+    if matches!(
+        method,
+        Some("notifications/tools/list_changed" | "notifications/resources/list_changed")
+    ) {
         shared.refresh.notify_one();
         return;
     }

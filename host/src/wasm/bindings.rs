@@ -21,13 +21,14 @@ pub mod tool {
     });
 }
 
-/// The `server` world: `tool` plus the exported `resources`, `prompts` and
-/// `completion` interfaces. Only their export bindings are used (each looked
-/// up on its own, since a component may export any of them).
+/// The `app` world: `server` (`tool` plus the exported `resources`,
+/// `prompts` and `completion` interfaces) plus `meta`. Only their export
+/// bindings are used (each looked up on its own, since a component may
+/// export any of them).
 pub mod server {
     wasmtime::component::bindgen!({
         path: "../wit",
-        world: "server",
+        world: "app",
         exports: { default: async },
         with: {
             "hangar:plugin/types": crate::wasm::bindings::tool::hangar::plugin::types,

@@ -102,6 +102,7 @@ pub fn content(block: wit::ContentBlock) -> Content {
                     mime_type: r.mime_type,
                     text,
                     blob,
+                    meta: None,
                 },
             }
         }

@@ -1,8 +1,11 @@
-//! Resources, prompts and completions a `server`-world component offers:
-//! which of the three interfaces it exports, and running them under the
-//! same limits, slots and deadlines as tool calls.
+//! Resources, prompts and completions a `server`-world component offers,
+//! and the `_meta` an `app`-world one gives its tools and resources:
+//! which of the interfaces it exports, and running them under the same
+//! limits, slots and deadlines as tool calls.
 
 use std::time::Instant;
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -11,8 +14,9 @@ use super::bindings::tool::hangar::plugin::types as wit;
 use super::convert::{content, wit_context};
 use super::limits;
 use super::tool::{Instance, ToolPlugin, trace};
+use crate::call::apps::{MetaOf, parse_meta};
 use crate::call::{
-    CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptArgument, PromptDef,
+    CallContext, CallError, CompletionRef, Completions, ErrorKind, Meta, PromptArgument, PromptDef,
     PromptMessage, PromptResult, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
 };
 use crate::config::Limits;
@@ -24,6 +28,47 @@ pub struct Listing {
     pub templates: Vec<TemplateDef>,
     pub prompts: Vec<PromptDef>,
     pub completes: bool,
+    /// The `_meta` of tools, by the name the component gives them (from
+    /// its `meta` export; its resources' `_meta` is on their definitions).
+    pub tool_meta: HashMap<String, Meta>,
+    /// Each `_meta` the component declared that was refused, and why: the
+    /// rest of the component loads without it.
+    pub meta_problems: Vec<String>,
+}
+
+impl Listing {
+    /// Checks each `_meta` the `meta` export declared and puts it where it
+    /// belongs: a resource's or template's on its definition, a tool's in
+    /// [`Listing::tool_meta`]. One that is refused, or names a resource the
+    /// component does not list, is a problem and is left out.
+    fn attach_meta(&mut self, tools: Vec<(String, String)>, resources: Vec<(String, String)>) {
+        for (name, text) in tools {
+            match parse_meta(&text, MetaOf::Tool) {
+                Ok(meta) => {
+                    self.tool_meta.insert(name, meta);
+                }
+                Err(e) => self.meta_problems.push(format!("tool {name:?}: {e}")),
+            }
+        }
+        for (uri, text) in resources {
+            let meta = match parse_meta(&text, MetaOf::Resource) {
+                Ok(meta) => meta,
+                Err(e) => {
+                    self.meta_problems.push(format!("resource {uri:?}: {e}"));
+                    continue;
+                }
+            };
+            if let Some(r) = self.resources.iter_mut().find(|r| r.uri == uri) {
+                r.meta = Some(meta);
+            } else if let Some(t) = self.templates.iter_mut().find(|t| t.uri_template == uri) {
+                t.meta = Some(meta);
+            } else {
+                self.meta_problems.push(format!(
+                    "resource {uri:?}: _meta for a resource the component does not list"
+                ));
+            }
+        }
+    }
 }
 
 fn missing(what: &str) -> wasmtime::Error {
@@ -70,13 +115,14 @@ impl ToolPlugin {
             completes: self.offers.completion.is_some(),
             ..Listing::default()
         };
-        if self.offers.resources.is_none() && self.offers.prompts.is_none() {
+        let offers = &self.offers;
+        if offers.resources.is_none() && offers.prompts.is_none() && offers.meta.is_none() {
             return Ok(listing);
         }
         let cx = CallContext::default();
-        let (resources, templates, prompts) = self
+        let (resources, templates, prompts, (tool_meta, resource_meta)) = self
             .run(limits, &cx, async |inst| {
-                let mut lists = (Vec::new(), Vec::new(), Vec::new());
+                let mut lists = (Vec::new(), Vec::new(), Vec::new(), (Vec::new(), Vec::new()));
                 if let Some(idx) = &self.offers.resources {
                     let guest = idx.load(&mut inst.store, &inst.instance)?;
                     lists.0 = guest.call_list_resources(&mut inst.store).await?;
@@ -86,12 +132,18 @@ impl ToolPlugin {
                     let guest = idx.load(&mut inst.store, &inst.instance)?;
                     lists.2 = guest.call_list_prompts(&mut inst.store).await?;
                 }
+                if let Some(idx) = &self.offers.meta {
+                    let guest = idx.load(&mut inst.store, &inst.instance)?;
+                    lists.3.0 = guest.call_tool_meta(&mut inst.store).await?;
+                    lists.3.1 = guest.call_resource_meta(&mut inst.store).await?;
+                }
                 Ok(lists)
             })
             .await?;
         listing.resources = resources.into_iter().map(resource_def).collect();
         listing.templates = templates.into_iter().map(template_def).collect();
         listing.prompts = prompts.into_iter().map(prompt_def).collect();
+        listing.attach_meta(tool_meta, resource_meta);
         Ok(listing)
     }
 
@@ -285,5 +337,6 @@ fn resource_contents(item: resources::ResourceItem) -> ResourceContents {
         mime_type: item.mime_type,
         text,
         blob,
+        meta: None,
     }
 }

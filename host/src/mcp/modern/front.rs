@@ -108,6 +108,10 @@ impl Front for ModernRequest<'_> {
         self.meta.log_level
     }
 
+    fn runs_apps(&self) -> bool {
+        crate::call::apps::client_runs_apps(Some(&self.meta.capabilities))
+    }
+
     fn rounds(
         &self,
         req: &Request<'_>,

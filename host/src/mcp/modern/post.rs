@@ -136,7 +136,8 @@ fn discover(st: &McpState, modern: &Modern, req: &Request<'_>) -> Response {
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");
         if modern.tasks.available() {
-            caps.insert("extensions".into(), json!({ EXTENSION: {} }));
+            let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+            extensions[EXTENSION] = json!({});
         }
     }
     req.reply(&json!({

@@ -70,6 +70,10 @@ pub struct ClientAsks {
     pub elicitation: bool,
     pub sampling: bool,
     pub roots: bool,
+    /// Not a question the server asks: the client renders MCP Apps (it
+    /// declared the `io.modelcontextprotocol/ui` extension with its MIME
+    /// type), kept with the rest of what `initialize` declared.
+    pub apps: bool,
 }
 
 impl ClientAsks {
@@ -83,6 +87,7 @@ impl ClientAsks {
             elicitation: has("elicitation"),
             sampling: has("sampling"),
             roots: has("roots"),
+            apps: crate::call::apps::client_runs_apps(caps),
         }
     }
 }
@@ -124,6 +129,11 @@ impl Session {
             sampling: self.asks.sampling,
             roots: self.asks.roots,
         }
+    }
+
+    /// Whether the client declared it renders MCP Apps.
+    pub fn runs_apps(&self) -> bool {
+        self.asks.apps
     }
 
     /// Subscribes to `uri`; false (and nothing changes) when the session

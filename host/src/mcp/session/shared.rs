@@ -18,6 +18,7 @@ impl Session {
             elicitation: record.elicitation,
             sampling: record.sampling,
             roots: record.roots,
+            apps: record.apps,
         };
         let session = Session::with_id(id.to_string(), asks, record.owner.clone());
         session.refresh(record);
@@ -68,6 +69,7 @@ impl Sessions {
             elicitation: asks.elicitation,
             sampling: asks.sampling,
             roots: asks.roots,
+            apps: asks.apps,
             ..SessionRecord::default()
         };
         match cluster

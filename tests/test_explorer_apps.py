@@ -1,0 +1,259 @@
+"""The explorer at /ui as an MCP Apps host (SEP-1865), driven in headless
+Chromium (Debian's, through Playwright): the example plugin sales-chart's
+view runs in a sandboxed frame under its own CSP, gets the call's input and
+result, calls a second tool through the page, and is torn down before its
+frame goes. What a view would try on its own (a hidden tool, a script from
+elsewhere, a resize) is done by evaluating script inside the view's frame."""
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import ROOT, Server
+
+SCREENSHOTS = ROOT / "target" / "ui-screenshots"
+
+USER_KEY = "user-key-0123456789abcdef"
+ADMIN_KEY = "admin-key-0123456789abcdef"
+
+# echo is hidden from everyone but admin; the sales tools are anyone's.
+CONFIG = f"""
+[plugins.api-key]
+config = {{ keys = "admin={ADMIN_KEY}, user={USER_KEY}" }}
+
+[auth]
+plugin = "api-key"
+
+[[tools]]
+name = "echo"
+visible_to = {{ sub = ["admin"] }}
+"""
+
+VIEW = "ui://sales-chart/view"
+FRAME = "iframe.app-frame"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, shared_cache):
+    s = Server(tmp_path_factory.mktemp("ui-apps"), ["sales-chart", "echo", "api-key"], CONFIG, shared_cache)
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    assert Path(chromium).exists(), "scripts/test installs Debian's chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+def explorer(server, browser, key=USER_KEY):
+    """The explorer with `key` in its headers and the tools it lists loaded."""
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    page.goto(server.url + "/ui")
+    page.click("#auth summary")
+    page.fill("#headers", f"x-api-key: {key}")
+    page.dispatch_event("#headers", "change")
+    page.wait_for_selector('#tools li[data-tool="sales.chart"]')
+    return page
+
+
+def call_chart(page, region="north", pick=True):
+    """Calls sales.chart from its form (picked first unless `pick` is false);
+    answers the view's frame once the view drew the result."""
+    if pick:
+        page.click('#tools li[data-tool="sales.chart"]')
+    page.select_option("#f-region", f'"{region}"')
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    frame = page.wait_for_selector(FRAME).content_frame()
+    frame.wait_for_function("() => document.getElementById('forecast') && !document.getElementById('forecast').disabled")
+    return frame
+
+
+# Sends a JSON-RPC request from inside the view to its host and answers the
+# reply (the way a view's own script does).
+ASK_HOST = """([id, method, params]) => new Promise((resolve) => {
+    window.addEventListener("message", function answer(ev) {
+        if (ev.source !== window.parent || !ev.data || ev.data.id !== id) return;
+        window.removeEventListener("message", answer);
+        resolve(ev.data);
+    });
+    window.parent.postMessage({ jsonrpc: "2.0", id, method, params }, "*");
+})"""
+
+
+def test_a_tool_with_an_app_is_marked_and_its_view_runs_sandboxed(server, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = explorer(server, browser)
+    # The list and the tool's page say it has an app; the app-only tool is marked.
+    assert page.locator('#tools li[data-tool="sales.chart"] .badge.app').count() == 1
+    assert page.locator('#tools li[data-tool="sales.forecast"]').inner_text().count("app only") == 1
+    frame = call_chart(page, "north")
+    assert page.locator("#app-note code").inner_text() == VIEW
+
+    # A sandbox that leaves the view an opaque origin: scripts only.
+    iframe = page.locator(FRAME)
+    assert iframe.get_attribute("sandbox") == "allow-scripts"
+    assert frame.evaluate("() => { try { return String(window.parent.document.title); }"
+                          " catch (e) { return e.name; } }") == "SecurityError"
+    assert frame.evaluate("() => window.origin") == "null"
+
+    # The view got the arguments and the result, and drew them.
+    assert frame.evaluate("() => state.region") == "north"
+    assert frame.locator("#title").inner_text() == "Units sold per month — north"
+    assert frame.locator("rect.bar").count() == 12
+    result = httpx.post(server.url + "/tools/sales.chart/call", json={"region": "north"},
+                        headers={"x-api-key": USER_KEY}).json()
+    assert frame.locator("#status").inner_text() == f"12 months, {result['structuredContent']['total']} units"
+    log = page.locator("#app-messages").text_content()
+    for line in ("← ui/initialize #1", "→ result for ui/initialize #1", "← ui/notifications/initialized",
+                 "→ ui/notifications/tool-input", "→ ui/notifications/tool-result"):
+        assert line in log, log
+
+    # Its button calls sales.forecast through the page (REST, the page's key).
+    frame.click("#forecast")
+    frame.wait_for_selector("#status:has-text('Forecast: ')")
+    forecast = httpx.post(server.url + "/tools/sales.forecast/call", json={"region": "north", "months": 3},
+                          headers={"x-api-key": USER_KEY}).json()
+    expected = ", ".join(f"{m['month']} {m['units']}" for m in forecast["structuredContent"]["forecast"])
+    assert frame.locator("#status").inner_text() == "Forecast: " + expected
+    assert frame.locator("rect.forecast").count() == 3
+    assert "← tools/call #2" in page.locator("#app-messages").text_content()
+    page.screenshot(path=str(SCREENSHOTS / "explorer-app.png"))
+    page.close()
+
+
+def test_a_view_gets_the_error_its_user_would_for_a_hidden_tool(server, browser):
+    page = explorer(server, browser, USER_KEY)
+    frame = call_chart(page)
+    rest = httpx.post(server.url + "/tools/echo/call", json={"text": "x"}, headers={"x-api-key": USER_KEY})
+    assert rest.status_code == 404
+    answer = frame.evaluate(ASK_HOST, ["hidden-1", "tools/call", {"name": "echo", "arguments": {"text": "x"}}])
+    assert "result" not in answer
+    assert answer["error"] == {"code": -32601, "message": rest.json()["error"], "data": {"status": 404}}
+    assert "echo" in answer["error"]["message"]
+    page.close()
+
+    # The same view in the page of a user who may see echo: it runs.
+    page = explorer(server, browser, ADMIN_KEY)
+    frame = call_chart(page)
+    answer = frame.evaluate(ASK_HOST, ["shown-1", "tools/call", {"name": "echo", "arguments": {"text": "hi"}}])
+    assert answer["result"]["content"][0]["text"] == "hi"
+    page.close()
+
+
+def test_a_view_reads_resources_and_gets_errors_for_what_no_host_serves(server, browser):
+    page = explorer(server, browser)
+    frame = call_chart(page)
+    read = frame.evaluate(ASK_HOST, ["read-1", "resources/read", {"uri": VIEW}])
+    assert read["result"]["contents"][0]["mimeType"] == "text/html;profile=mcp-app"
+    missing = frame.evaluate(ASK_HOST, ["read-2", "resources/read", {"uri": "ui://nothing/here"}])
+    assert missing["error"]["data"] == {"status": 404}
+    unknown = frame.evaluate(ASK_HOST, ["odd-1", "ui/no-such-method", {}])
+    assert unknown["error"] == {"code": -32601, "message": "Method not found: ui/no-such-method"}
+    link = frame.evaluate(ASK_HOST, ["link-1", "ui/open-link", {"url": "javascript:alert(1)"}])
+    assert link["error"]["code"] == -32602
+    link = frame.evaluate(ASK_HOST, ["link-2", "ui/open-link", {"url": "https://example.com/docs"}])
+    assert link["result"] == {}
+    assert page.locator(".app-notice a").get_attribute("href") == "https://example.com/docs"
+    page.close()
+
+
+def test_the_views_csp_blocks_a_script_from_a_domain_it_did_not_declare(server, browser):
+    # sales-chart declares no domains: the spec's restrictive default.
+    page = explorer(server, browser)
+    frame = call_chart(page)
+    with page.expect_console_message(lambda m: "scripts.example.net" in m.text) as message:
+        violation = frame.evaluate("""() => new Promise((resolve) => {
+            document.addEventListener("securitypolicyviolation", (e) =>
+                resolve({ blocked: e.blockedURI, directive: e.effectiveDirective, disposition: e.disposition }));
+            const s = document.createElement("script");
+            s.src = "https://scripts.example.net/tracker.js";
+            document.head.append(s);
+        })""")
+    assert "Content Security Policy" in message.value.text
+    assert violation == {"blocked": "https://scripts.example.net/tracker.js", "directive": "script-src-elem",
+                         "disposition": "enforce"}
+    fetched = frame.evaluate("""() => new Promise((resolve) => {
+        document.addEventListener("securitypolicyviolation", (e) => resolve(e.effectiveDirective));
+        fetch("https://api.example.net/data").catch(() => {});
+    })""")
+    assert fetched == "connect-src"
+    page.close()
+
+
+def test_the_frame_route_builds_the_policy_from_the_declared_domains(server):
+    csp = ('{"connectDomains": ["https://api.example.com"], "resourceDomains": ["https://*.cdn.example"],'
+           ' "frameDomains": [], "baseUriDomains": []}')
+    r = httpx.get(server.url + "/ui/frame", params={"csp": csp})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    directives = dict(d.strip().split(" ", 1) for d in r.headers["content-security-policy"].split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["connect-src"] == "https://api.example.com"
+    assert directives["script-src"] == "'self' 'unsafe-inline' https://*.cdn.example"
+    assert directives["frame-src"] == "'none'"
+    assert directives["sandbox"] == "allow-scripts"
+    assert directives["frame-ancestors"] == "'self'"
+    bad = httpx.get(server.url + "/ui/frame", params={"csp": '{"connectDomains": ["https://a.example; script-src *"]}'})
+    assert bad.status_code == 400 and "csp.connectDomains" in bad.json()["error"]
+    assert "script-src *" not in bad.headers.get("content-security-policy", "")
+    assert httpx.get(server.url + "/ui/frame", params={"csp": "[1]"}).status_code == 400
+
+
+def test_size_changed_resizes_the_frame_and_only_the_frame_is_heard(server, browser):
+    page = explorer(server, browser)
+    frame = call_chart(page)
+    # The view reports its own height: the frame fits it.
+    fits = "() => Math.abs(document.querySelector('iframe.app-frame').getBoundingClientRect().height - %s) < 1"
+    page.wait_for_function(fits % frame.evaluate("() => document.documentElement.scrollHeight"))
+    # The view grows: its ResizeObserver tells the host, the frame follows.
+    frame.evaluate("() => { const d = document.createElement('div'); d.style.height = '700px';"
+                   " document.body.append(d); }")
+    grown = frame.evaluate("() => document.documentElement.scrollHeight")
+    assert grown > 700
+    page.wait_for_function(fits % grown)
+    # A size-changed from another window (the page itself) is not heard; the
+    # view's own next one is.
+    page.evaluate("""() => window.postMessage({ jsonrpc: "2.0", method: "ui/notifications/size-changed",
+        params: { width: 10, height: 1234 } }, "*")""")
+    frame.evaluate("""() => window.parent.postMessage({ jsonrpc: "2.0", method: "ui/notifications/size-changed",
+        params: { width: 10, height: 321 } }, "*")""")
+    page.wait_for_function(fits % 321)
+    page.close()
+
+
+def test_teardown_is_sent_before_the_frame_is_replaced(server, browser):
+    page = explorer(server, browser)
+    call_chart(page, "north")
+    old = page.locator(".app-box").get_attribute("data-app")
+    # Another call: the view is asked to go (it answers), and only then goes.
+    second = call_chart(page, "south", pick=False)
+    assert second.locator("#title").inner_text() == "Units sold per month — south"
+    assert page.locator(".app-box").count() == 1
+    assert page.locator(".app-box").get_attribute("data-app") != old
+    log = page.locator(f'#app-messages li[data-app="{old}"]').all_text_contents()
+    sent = [i for i, line in enumerate(log) if "→ ui/resource-teardown #1" in line]
+    answered = [i for i, line in enumerate(log) if "← result for ui/resource-teardown #1" in line]
+    assert len(sent) == 1 and len(answered) == 1 and sent[0] < answered[0], log
+    assert log[-1].endswith("· torn down: another call"), log
+    assert not any("tool-result" in line for line in log[sent[0]:]), log
+
+    # Picking another tool tears the view down too.
+    newer = page.locator(".app-box").get_attribute("data-app")
+    page.click('#tools li[data-tool="sales.forecast"]')
+    page.wait_for_selector(".app-box", state="detached")
+    log = page.locator(f'#app-messages li[data-app="{newer}"]').all_text_contents()
+    assert any("← result for ui/resource-teardown #1" in line for line in log), log
+    assert log[-1].endswith("· torn down: another tool was picked"), log
+    page.close()
