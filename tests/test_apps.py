@@ -165,6 +165,8 @@ def test_the_app_only_tool_is_offered_to_clients_that_render_apps(server, caps, 
     r = modern(server, "tools/list", caps=caps)
     names = [t["name"] for t in r["result"]["tools"]]
     assert ("sales.forecast" in names) == offered, r
+    # The list follows the client's declared support: no shared cache may keep it.
+    assert r["result"]["cacheScope"] == "private", r
 
 
 def test_the_extension_is_advertised_only_where_an_app_is(server, plain):

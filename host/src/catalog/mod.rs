@@ -288,10 +288,16 @@ impl Catalog {
 
     /// Whether an answer may depend on who asks: a server-wide auth check,
     /// or any tool, resource, template or prompt with an auth stage or
-    /// `visible_to` (what is listed, and to whom, then follows the caller).
+    /// `visible_to` (what is listed, and to whom, then follows the caller),
+    /// or a tool only MCP Apps views see (listed only to clients that
+    /// render apps).
     pub fn per_caller(&self) -> bool {
         self.default_auth.is_some()
             || self.has_restricted()
+            || self
+                .order
+                .iter()
+                .any(|t| crate::call::apps::app_only(t.def.meta.as_ref()))
             || self.order.iter().any(|t| t.stages.auth.is_some())
             || self.offered.has_auth()
     }
