@@ -5,13 +5,11 @@ result, calls a second tool through the page, and is torn down before its
 frame goes. What a view would try on its own (a hidden tool, a script from
 elsewhere, a resize) is done by evaluating script inside the view's frame."""
 
-import shutil
-from pathlib import Path
-
 import httpx
 import pytest
 
 from conftest import ROOT, Server
+from test_explorer import browser  # noqa: F401 (the fixture: Debian's Chromium)
 
 SCREENSHOTS = ROOT / "target" / "ui-screenshots"
 
@@ -41,20 +39,6 @@ def server(tmp_path_factory, shared_cache):
     s.start()
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    assert Path(chromium).exists(), "scripts/test installs Debian's chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        yield b
-        b.close()
 
 
 def explorer(server, browser, key=USER_KEY):
