@@ -298,16 +298,7 @@ impl Upstream {
                     &format!("answered no CallToolResult: {e}"),
                 )
             }),
-            Reply::Error(error) => {
-                // The MCP surface passes the object on; others show its message.
-                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-                let what = format!("answered error {code}: {message}");
-                Err(CallError {
-                    upstream_error: Some(error),
-                    ..self.error(ErrorKind::Failed, &what)
-                })
-            }
+            Reply::Error(error) => Err(self.answered_error(error)),
         }
     }
 
@@ -315,6 +306,18 @@ impl Upstream {
     /// shown as `upstream: NAME: what`.
     fn error(&self, kind: ErrorKind, what: &str) -> CallError {
         CallError::new(Stage::Upstream, kind, format!("{}: {what}", self.name))
+    }
+
+    /// The upstream's own JSON-RPC `error` object as a call error: the MCP
+    /// surface passes the object on; others show its code and message.
+    fn answered_error(&self, error: Value) -> CallError {
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let what = format!("answered error {code}: {message}");
+        CallError {
+            upstream_error: Some(error),
+            ..self.error(ErrorKind::Failed, &what)
+        }
     }
 }
 

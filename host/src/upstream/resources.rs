@@ -97,15 +97,7 @@ impl Upstream {
                     meta: answer.meta,
                 })
             }
-            Reply::Error(error) => {
-                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-                let what = format!("answered error {code}: {message}");
-                Err(CallError {
-                    upstream_error: Some(error),
-                    ..self.error(ErrorKind::Failed, &what)
-                })
-            }
+            Reply::Error(error) => Err(self.answered_error(error)),
         }
     }
 }
