@@ -186,12 +186,12 @@ def test_completion_for_prompts_and_templates(server):
 class Stream:
     """A session's GET /mcp stream, read on a thread into a queue."""
 
-    def __init__(self, server, session_id):
+    def __init__(self, server, session_id, path="/mcp"):
         self.messages = queue.Queue()
         self.ended = threading.Event()
         self.http = httpx.Client(base_url=server.url, timeout=httpx.Timeout(5, read=None))
         self.response = self.http.send(
-            self.http.build_request("GET", "/mcp", headers={
+            self.http.build_request("GET", path, headers={
                 "accept": "text/event-stream", "mcp-session-id": session_id}),
             stream=True)
         assert self.response.status_code == 200

@@ -8,11 +8,13 @@ for it (a real oidc-provider mints them)."""
 
 import asyncio
 import json
+import queue
 
 import httpx
 import pytest
 
 from conftest import Mcp, parse_reply, run_hangar, wait_for
+from test_mcp_offers import Stream
 from test_oauth import PRM, AuthServer, oauth_server
 
 V2026 = "2026-07-28"
@@ -404,6 +406,52 @@ def test_a_config_edit_changes_what_a_toolset_serves(tmp_path_factory, start_ser
     wait_for(lambda: weather() == ["weather.get", "weather.set"], 30, "the narrowed toolset")
     assert session_at(s, "/mcp/weather").call("db.products", {})["error"]["code"] == -32601
     assert names(httpx.get(s.url + "/toolsets/data/tools").json()) == EXPECTED["/mcp/data"]
+    # Which toolsets exist is set at start-up: one added (and one removed) by an edit waits
+    # for a restart, and the reload says so; the globs of the others still apply.
+    edited = s.config_path.read_text().replace("[toolsets.stale]", "[toolsets.later]")
+    s.config_path.write_text(edited.replace('tools = ["weather.*"]', 'tools = ["weather.set"]'))
+    wait_for(lambda: weather() == ["weather.set"], 30, "the reload that adds a toolset")
+    last = httpx.get(s.url + "/healthz").json()["reload"]["last"]
+    assert last["outcome"] == "applied", last
+    assert "[toolsets] added, removed or given another resource" in last["needs_restart"], last
+    assert httpx.get(s.url + "/toolsets/later/tools").status_code == 404
+    assert names(httpx.get(s.url + "/toolsets/stale/tools").json()) == ["db.orders"]
+
+
+def test_a_list_change_is_told_only_where_the_list_changed(tmp_path_factory, start_server):
+    """After a config edit, a session hears `tools/list_changed` only when the tool list of
+    its own endpoint changed: narrowing `weather` tells `/mcp/weather` and no one else; a new
+    `db.` tool tells `/mcp` and `/mcp/data` (whose glob takes it), not `/mcp/weather`."""
+    workdir = tmp_path_factory.mktemp("toolsets-changes")
+    s = start_server(plugins=(), config=config_for(workdir))
+    paths = ["/mcp", "/mcp/data", "/mcp/weather"]
+    streams = {p: Stream(s, session_at(s, p).session, path=p) for p in paths}
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}
+
+    def heard(path, timeout):
+        try:
+            return streams[path].next(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    try:
+        text = s.config_path.read_text()
+        s.config_path.write_text(
+            text.replace('tools = ["weather.*", "db.products"]', 'tools = ["weather.*"]'))
+        assert heard("/mcp/weather", 30) == changed
+        # Every stream was sent its change (or none) at the same moment.
+        assert heard("/mcp", 2) is None
+        assert heard("/mcp/data", 0.1) is None
+
+        extra = '\n[[tools]]\nname = "db.extra"\ndescription = "x"\nuse = "lite"\nstatement = "SELECT 1 AS one"\n'
+        s.config_path.write_text(s.config_path.read_text() + extra)
+        assert heard("/mcp", 30) == changed
+        assert heard("/mcp/data", 10) == changed
+        assert heard("/mcp/weather", 2) is None
+        assert "db.extra" in names(httpx.get(s.url + "/toolsets/data/tools").json())
+    finally:
+        for stream in streams.values():
+            stream.close()
 
 
 @pytest.mark.parametrize("path,offers_resources", [("/mcp", True), ("/mcp/data", True),

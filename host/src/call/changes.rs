@@ -6,9 +6,12 @@
 //! changed (`client.announce-list-changed`): the reloader watches the count
 //! and lists the guests again.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{broadcast, watch};
+
+use super::toolset::Toolset;
 
 /// Changes waiting for a slow subscriber before the oldest are skipped.
 const BACKLOG: usize = 1024;
@@ -18,8 +21,8 @@ const BACKLOG: usize = 1024;
 pub enum Change {
     /// The resource with this URI changed.
     Updated(String),
-    /// A reload changed this list.
-    ListChanged(List),
+    /// A reload changed this list where [`Reach`] says.
+    ListChanged(List, Reach),
     /// A task's status changed (2026-07-28 `notifications/tasks`): its id,
     /// the digest of the credentials that own it, and the task as
     /// `tasks/get` shows it now.
@@ -46,6 +49,30 @@ impl List {
             List::Prompts => "notifications/prompts/list_changed",
             List::Resources => "notifications/resources/list_changed",
         }
+    }
+}
+
+/// The endpoints where a changed list looks different: the whole
+/// catalog's (`None`: `/mcp`, stdio) and each toolset's (`/mcp/NAME`). A
+/// session hears a `list_changed` only when its own endpoint's list
+/// changed, so a client of one toolset is not sent to re-list for a tool
+/// it cannot see.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reach(Arc<BTreeSet<Option<Toolset>>>);
+
+impl Reach {
+    pub fn new(endpoints: impl IntoIterator<Item = Option<Toolset>>) -> Reach {
+        Reach(Arc::new(endpoints.into_iter().collect()))
+    }
+
+    /// Whether the list served through `toolset` (`None`: the whole
+    /// catalog) changed.
+    pub fn reaches(&self, toolset: Option<&Toolset>) -> bool {
+        self.0.contains(&toolset.cloned())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -111,9 +138,9 @@ impl ResourceChanges {
         });
     }
 
-    /// Announces that a reload changed `list`.
-    pub fn list_changed(&self, list: List) {
-        let _ = self.tx.send(Change::ListChanged(list));
+    /// Announces that a reload changed `list` at the endpoints `reach` names.
+    pub fn list_changed(&self, list: List, reach: Reach) {
+        let _ = self.tx.send(Change::ListChanged(list, reach));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {

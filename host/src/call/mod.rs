@@ -26,7 +26,7 @@ mod usage;
 
 pub use ask::{Ask, AskError, AskKind, Askable, ask_until, question_key};
 pub use cancel::{CancelOnDrop, CancelToken};
-pub use changes::{Change, Forward, List, ResourceChanges};
+pub use changes::{Change, Forward, List, Reach, ResourceChanges};
 pub use client::client_key;
 pub use context::CallContext;
 pub use error::{CallError, ErrorKind, Stage};
@@ -39,6 +39,6 @@ pub use principal::Principal;
 pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use tick::Tick;
-pub use tool::{Annotations, Meta, ToolDef};
+pub use tool::{Annotations, Meta, ToolDef, json_kind};
 pub use toolset::Toolset;
 pub use usage::CallUsage;

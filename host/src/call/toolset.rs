@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 /// A `[toolsets.NAME]` by name. Cheap to clone: one per request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Toolset(pub Arc<str>);
 
 impl Toolset {

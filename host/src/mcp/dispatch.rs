@@ -179,6 +179,7 @@ pub(super) async fn session_stream(
     st: &McpState,
     client: SocketAddr,
     token: Option<&crate::pipeline::Principal>,
+    toolset: Option<crate::pipeline::Toolset>,
     headers: &HeaderMap,
 ) -> Response {
     if let Err(refusal) = st.policy.check(headers) {
@@ -202,7 +203,12 @@ pub(super) async fn session_stream(
     // within the client's and principal's `max_streams_per_client`.
     let keys = caps::keys(client, owner);
     match session.open_stream(|| st.caps.streams.take(keys)) {
-        Ok(claim) => stream::open(claim, st.pipeline.current().changes(), st.sessions.clone()),
+        Ok(claim) => stream::open(
+            claim,
+            st.pipeline.current().changes(),
+            st.sessions.clone(),
+            toolset,
+        ),
         Err(refusal) => {
             tracing::info!(%client, "GET /mcp refused: {}", refusal.message);
             refusal.response(&Value::Null)

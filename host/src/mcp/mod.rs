@@ -105,9 +105,11 @@ async fn get_mcp(
     State(st): State<Arc<McpState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     token: Option<axum::Extension<crate::pipeline::Principal>>,
+    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
     headers: HeaderMap,
 ) -> Response {
-    session_stream(&st, client, token.as_ref().map(|t| &t.0), &headers).await
+    let (token, toolset) = (token.as_ref().map(|t| &t.0), toolset.map(|t| t.0));
+    session_stream(&st, client, token, toolset, &headers).await
 }
 
 /// Ends a session.

@@ -172,6 +172,7 @@ impl Link {
             self.fronts.state(),
             STDIO_PEER,
             self.principal.as_ref(),
+            self.toolset.clone(),
             &self.headers(),
         )
         .await;

@@ -21,59 +21,72 @@ use tokio::sync::broadcast::error::RecvError;
 use super::jsonrpc;
 use super::reply::sse_frame;
 use super::session::{Sessions, StreamClaim};
-use crate::pipeline::{Change, ResourceChanges};
+use crate::pipeline::{Change, ResourceChanges, Toolset};
 
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
-/// The session's stream: its updates as they come, keep-alive comments between.
-pub(super) fn open(claim: StreamClaim, changes: &ResourceChanges, sessions: Sessions) -> Response {
+/// The session's stream: its updates as they come, keep-alive comments
+/// between. `toolset` is the endpoint's (`/mcp/NAME`): only its lists'
+/// changes are sent.
+pub(super) fn open(
+    claim: StreamClaim,
+    changes: &ResourceChanges,
+    sessions: Sessions,
+    toolset: Option<Toolset>,
+) -> Response {
     let rx = changes.subscribe();
     let state = (claim, rx, sessions);
-    let events = futures::stream::unfold(state, |(claim, mut rx, sessions)| async move {
-        loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout(KEEPALIVE, rx.recv()) => next,
-                _ = claim.replaced() => return None,
-            };
-            if !claim.current() {
-                return None;
-            }
-            let frame = match next {
-                // A session whose client listens on its stream is in use.
-                Err(_) => {
-                    claim.session().touch();
-                    if !sessions.reread(claim.session()).await {
-                        return None;
-                    }
-                    Bytes::from_static(b": keep-alive\n\n")
+    let events = futures::stream::unfold(state, move |(claim, mut rx, sessions)| {
+        let toolset = toolset.clone();
+        async move {
+            loop {
+                let next = tokio::select! {
+                    next = tokio::time::timeout(KEEPALIVE, rx.recv()) => next,
+                    _ = claim.replaced() => return None,
+                };
+                if !claim.current() {
+                    return None;
                 }
-                Ok(Ok(Change::Updated(uri))) => {
-                    if !sessions.reread(claim.session()).await {
-                        return None;
+                let frame = match next {
+                    // A session whose client listens on its stream is in use.
+                    Err(_) => {
+                        claim.session().touch();
+                        if !sessions.reread(claim.session()).await {
+                            return None;
+                        }
+                        Bytes::from_static(b": keep-alive\n\n")
                     }
-                    if !claim.session().subscribed(&uri) {
+                    Ok(Ok(Change::Updated(uri))) => {
+                        if !sessions.reread(claim.session()).await {
+                            return None;
+                        }
+                        if !claim.session().subscribed(&uri) {
+                            continue;
+                        }
+                        let body = jsonrpc::notification_body(
+                            "notifications/resources/updated",
+                            &json!({ "uri": uri }),
+                        );
+                        sse_frame(&body)
+                    }
+                    Ok(Ok(Change::ListChanged(list, reach))) => {
+                        if !reach.reaches(toolset.as_ref()) {
+                            continue;
+                        }
+                        let body = jsonrpc::notification_body(list.notification(), &json!({}));
+                        sse_frame(&body)
+                    }
+                    Ok(Ok(Change::Task { .. })) => continue,
+                    // Too slow a reader skips what it missed, and reads on.
+                    Ok(Err(RecvError::Lagged(n))) => {
+                        tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} changes skipped");
                         continue;
                     }
-                    let body = jsonrpc::notification_body(
-                        "notifications/resources/updated",
-                        &json!({ "uri": uri }),
-                    );
-                    sse_frame(&body)
-                }
-                Ok(Ok(Change::ListChanged(list))) => {
-                    let body = jsonrpc::notification_body(list.notification(), &json!({}));
-                    sse_frame(&body)
-                }
-                Ok(Ok(Change::Task { .. })) => continue,
-                // Too slow a reader skips what it missed, and reads on.
-                Ok(Err(RecvError::Lagged(n))) => {
-                    tracing::warn!(session = %claim.session().id, "GET stream lagged: {n} changes skipped");
-                    continue;
-                }
-                Ok(Err(RecvError::Closed)) => return None,
-            };
-            return Some((Ok::<_, Infallible>(frame), (claim, rx, sessions)));
+                    Ok(Err(RecvError::Closed)) => return None,
+                };
+                return Some((Ok::<_, Infallible>(frame), (claim, rx, sessions)));
+            }
         }
     });
     let primer = futures::stream::once(async { Ok(Bytes::from_static(b": stream open\n\n")) });

@@ -20,9 +20,9 @@ pub use crate::call::pins;
 pub use crate::call::{
     Ask, AskError, AskKind, Askable, CallContext, CallError, CallEvent, CallUsage, CancelOnDrop,
     CancelToken, Change, CompletionRef, Completions, Content, ErrorKind, EventSink, List, LogLevel,
-    MAX_COMPLETIONS, Principal, PromptArgument, PromptDef, PromptMessage, PromptResult, ReadResult,
-    RequestInfo, ResourceChanges, ResourceContents, ResourceDef, Role, Stage, TemplateDef,
-    ToolResult, Toolset, Transport, ask_until,
+    MAX_COMPLETIONS, Principal, PromptArgument, PromptDef, PromptMessage, PromptResult, Reach,
+    ReadResult, RequestInfo, ResourceChanges, ResourceContents, ResourceDef, Role, Stage,
+    TemplateDef, ToolResult, Toolset, Transport, ask_until,
 };
 pub use crate::catalog::ArgsValidator;
 pub use door::Door;

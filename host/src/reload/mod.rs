@@ -164,14 +164,12 @@ impl Reloader {
         running.config = config;
         running.fingerprint = fingerprint;
         let changed = lists::changed(&old, &catalog);
+        let names = changed.iter().map(|(list, _)| lists::name(*list)).collect();
         let changes = self.live.current().changes().clone();
-        for list in &changed {
-            changes.list_changed(*list);
+        for (list, reach) in changed {
+            changes.list_changed(list, reach);
         }
-        Ok((
-            changed.into_iter().map(lists::name).collect(),
-            needs_restart,
-        ))
+        Ok((names, needs_restart))
     }
 }
 
@@ -206,11 +204,12 @@ impl Reloader {
         self.facts.store(Arc::new(
             Facts::new(problems, &running.config).with_sources(facts.sources().to_vec()),
         ));
+        let names = changed.iter().map(|(list, _)| lists::name(*list)).collect();
         let changes = self.live.current().changes().clone();
-        for list in &changed {
-            changes.list_changed(*list);
+        for (list, reach) in changed {
+            changes.list_changed(list, reach);
         }
-        Some(changed.into_iter().map(lists::name).collect())
+        Some(names)
     }
 }
 

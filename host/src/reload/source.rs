@@ -56,8 +56,9 @@ impl ConfigSource {
 /// `next` with the settings that need a restart kept as they run, and the
 /// names of those that changed. A reload applies tools, plugins (their
 /// config, grants, limits), resources, prompts, connectors, credentials,
-/// auth, `[limits]`, and of `[server]` only `catalog` and `rate_limit`;
-/// `[kv]`, `[http]` and `[oauth]` are kept.
+/// auth, `[limits]`, toolsets' globs and auth, and of `[server]` only
+/// `catalog` and `rate_limit`; `[kv]`, `[http]`, `[oauth]` and which
+/// toolsets exist (with their resources) are kept.
 pub fn keep_fixed(running: &Config, mut next: Config) -> (Config, Vec<String>) {
     let mut needs_restart = Vec::new();
     let mut server = running.server.clone();
@@ -80,11 +81,43 @@ pub fn keep_fixed(running: &Config, mut next: Config) -> (Config, Vec<String>) {
         needs_restart.push("[oauth]".to_string());
         next.oauth = running.oauth.clone();
     }
+    if keep_toolset_routes(running, &mut next) {
+        needs_restart.push("[toolsets] added, removed or given another resource".to_string());
+    }
     if next.max_memory_bytes() > running.max_memory_bytes() {
         // The engine's memory pool was sized for the largest cap at start-up.
         needs_restart.push("a memory_mib above the largest at start-up".to_string());
     }
     (next, needs_restart)
+}
+
+/// A toolset's routes (`/mcp/NAME`, `/toolsets/NAME/…`, its OAuth door and
+/// metadata) are made at start-up: `next` keeps the running toolsets'
+/// names and resources (a new one is left out, a removed one stays as it
+/// runs), and takes the globs and auth of those that stay. True when
+/// something had to be kept.
+fn keep_toolset_routes(running: &Config, next: &mut Config) -> bool {
+    let mut kept = false;
+    let mut toolsets = running.toolsets.clone();
+    for (name, now) in toolsets.iter_mut() {
+        match next.toolsets.get(name) {
+            Some(edited) => {
+                kept |= edited.resource != now.resource;
+                let resource = now.resource.take();
+                *now = crate::config::ToolsetConfig {
+                    resource,
+                    ..edited.clone()
+                };
+            }
+            None => kept = true,
+        }
+    }
+    kept |= next
+        .toolsets
+        .keys()
+        .any(|n| !running.toolsets.contains_key(n));
+    next.toolsets = toolsets;
+    kept
 }
 
 #[cfg(test)]
@@ -105,5 +138,31 @@ mod tests {
         assert_eq!(needs, ["[server] (other than catalog and rate_limit)"]);
         let (_, needs) = keep_fixed(&running, running.clone());
         assert!(needs.is_empty());
+    }
+
+    #[test]
+    fn toolsets_keep_their_routes_and_take_new_globs() {
+        let running =
+            Config::parse("[toolsets.a]\ntools = [\"x.*\"]\n[toolsets.b]\ntools = [\"y\"]\n")
+                .unwrap();
+        let globs_only =
+            Config::parse("[toolsets.a]\ntools = [\"z.*\"]\n[toolsets.b]\ntools = [\"y\"]\n")
+                .unwrap();
+        let (applied, needs) = keep_fixed(&running, globs_only);
+        assert!(needs.is_empty());
+        assert_eq!(applied.toolsets["a"].tools, ["z.*"]);
+
+        let added_and_removed =
+            Config::parse("[toolsets.a]\ntools = [\"z.*\"]\n[toolsets.c]\ntools = [\"w\"]\n")
+                .unwrap();
+        let (applied, needs) = keep_fixed(&running, added_and_removed);
+        assert_eq!(
+            needs,
+            ["[toolsets] added, removed or given another resource"]
+        );
+        let names: Vec<&String> = applied.toolsets.keys().collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(applied.toolsets["a"].tools, ["z.*"]);
+        assert_eq!(applied.toolsets["b"].tools, ["y"]);
     }
 }

@@ -20,7 +20,7 @@ use super::result::complete;
 use crate::mcp::caps::Held;
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::reply::sse_frame;
-use crate::pipeline::{Change, List, ResourceChanges};
+use crate::pipeline::{Change, List, ResourceChanges, Toolset};
 
 /// A comment line this often keeps proxies from closing a quiet stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -36,6 +36,8 @@ pub struct Filter {
     task_ids: HashSet<String>,
     /// Digest of the listener's credentials: only its own tasks are sent.
     owner: String,
+    /// The endpoint's toolset (`/mcp/NAME`): only its lists' changes are sent.
+    toolset: Option<Toolset>,
 }
 
 impl Filter {
@@ -76,6 +78,7 @@ impl Filter {
             uris: strings("resourceSubscriptions")?,
             task_ids: strings("taskIds")?,
             owner: String::new(),
+            toolset: None,
         })
     }
 
@@ -93,6 +96,12 @@ impl Filter {
     /// This filter for a listener whose credentials digest to `owner`.
     pub fn owned_by(mut self, owner: String) -> Filter {
         self.owner = owner;
+        self
+    }
+
+    /// Listening at `toolset`'s endpoint (`None`: the whole catalog's).
+    pub fn at(mut self, toolset: Option<Toolset>) -> Filter {
+        self.toolset = toolset;
         self
     }
 
@@ -124,7 +133,10 @@ impl Filter {
     /// The notification for `change`, when this subscription wants it.
     fn wants(&self, change: &Change) -> Option<(&'static str, Value)> {
         match change {
-            Change::ListChanged(list) => {
+            Change::ListChanged(list, reach) => {
+                if !reach.reaches(self.toolset.as_ref()) {
+                    return None;
+                }
                 let on = match list {
                     List::Tools => self.tools,
                     List::Prompts => self.prompts,
@@ -220,6 +232,21 @@ pub fn open(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::Reach;
+
+    #[test]
+    fn a_list_change_reaches_only_the_endpoints_where_it_changed() {
+        let params = json!({ "notifications": { "toolsListChanged": true } });
+        let whole = Filter::parse(params.as_object().unwrap()).unwrap();
+        let ops = whole.clone().at(Some(Toolset::new("ops")));
+        let in_ops = Change::ListChanged(List::Tools, Reach::new([Some(Toolset::new("ops"))]));
+        assert!(ops.wants(&in_ops).is_some());
+        assert!(whole.wants(&in_ops).is_none());
+        let elsewhere =
+            Change::ListChanged(List::Tools, Reach::new([None, Some(Toolset::new("db"))]));
+        assert!(whole.wants(&elsewhere).is_some());
+        assert!(ops.wants(&elsewhere).is_none());
+    }
 
     #[test]
     fn the_filter_keeps_what_was_asked() {
@@ -228,8 +255,15 @@ mod tests {
             "resourceSubscriptions": ["a://1"],
         }});
         let f = Filter::parse(params.as_object().unwrap()).unwrap();
-        assert!(f.wants(&Change::ListChanged(List::Tools)).is_some());
-        assert!(f.wants(&Change::ListChanged(List::Prompts)).is_none());
+        let whole = Reach::new([None]);
+        assert!(
+            f.wants(&Change::ListChanged(List::Tools, whole.clone()))
+                .is_some()
+        );
+        assert!(
+            f.wants(&Change::ListChanged(List::Prompts, whole))
+                .is_none()
+        );
         assert!(f.wants(&Change::Updated("a://1".into())).is_some());
         assert!(f.wants(&Change::Updated("a://2".into())).is_none());
         assert_eq!(

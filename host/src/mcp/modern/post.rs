@@ -105,7 +105,7 @@ pub(in crate::mcp) async fn post(
                         return refusal.response(&request.id);
                     }
                 };
-                let filter = filter.owned_by(owner(&request));
+                let filter = filter.owned_by(owner(&request)).at(request.toolset.clone());
                 listen(
                     request.id,
                     filter,
