@@ -75,7 +75,8 @@ def test_tools_are_listed_with_the_prefix_and_called(shared):
     # Arguments are checked against the upstream's schema before they go out.
     r = c.call("py.add", {"a": "two", "b": 1})
     assert r["error"]["data"]["stage"] == "validate", r
-    assert health(shared)["upstreams"]["py"] == {"breaker": "closed", "failures": 0}
+    assert health(shared)["upstreams"]["py"] == {"breaker": "closed", "failures": 0,
+                                                 "started": True}
 
 
 def test_the_child_gets_its_env_and_cwd_and_its_stderr_is_logged(shared, workdir):
@@ -209,11 +210,50 @@ def test_a_reload_that_drops_the_upstream_stops_its_child(start_server, workdir)
     wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in stat_state(pid), 15, "the child's end")
 
 
-def test_first_use_does_not_hold_up_loading_and_lists_after(start_server, workdir):
+def test_a_log_message_outside_a_call_goes_to_hangars_log(shared):
+    c = session(shared)
+    assert text(c.call("py.log_later", {"text": "said after the call", "seconds": 0.2})) == "later"
+    line = wait_for(lambda: next((l for l in shared.log_text().splitlines()
+                                  if "said after the call" in l), None), 15, "the log line")
+    assert "upstream" in line and "py" in line and "warning" in line, line
+
+
+def children(pid):
+    """The live processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(") ")[1].split()
+        except (FileNotFoundError, IndexError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_first_use_starts_the_child_at_the_first_listing(start_server, workdir):
+    """`start = "first-use"`: no process while no client has asked for a list; the first
+    listing starts it and waits for its tools, so that very list holds them."""
     s = start_server(plugins=[], config=config(workdir, extra='start = "first-use"'), env=ENV)
+    h = health(s)
+    assert h["status"] == "ok", h
+    assert h["upstreams"]["py"]["started"] is False, h
+    # Sessions, calls of other tools, health checks: none of them is a use.
     c = session(s)
-    wait_for(lambda: "py.echo" in listed(c), 30, "the background listing")
+    assert c.call("py.echo", {"text": "x"})["error"]["code"] == -32601
+    assert children(s.proc.pid) == []
+    assert "py.echo" in listed(c)
+    assert len(children(s.proc.pid)) == 1
     assert text(c.call("py.echo", {"text": "late"})) == "[late]"
+    assert health(s)["upstreams"]["py"]["started"] is True
+
+
+def test_first_use_is_also_started_by_a_rest_listing(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra='start = "first-use"'), env=ENV)
+    assert children(s.proc.pid) == []
+    tools = {t["name"] for t in httpx.get(s.url + "/tools", timeout=30).json()}
+    assert "py.echo" in tools
+    assert len(children(s.proc.pid)) == 1
 
 
 # --- the official everything server, from npm ------------------------------------------------

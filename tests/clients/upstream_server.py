@@ -131,6 +131,19 @@ def whoami(ctx: Context) -> dict:
             "session": request.headers.get("mcp-session-id")}
 
 
+@mcp.tool()
+async def log_later(text: str, seconds: float, ctx: Context) -> str:
+    """Returns at once; `seconds` later, logs `text` (a notification that
+    belongs to no request)."""
+    session = ctx.session
+
+    async def later():
+        await asyncio.sleep(seconds)
+        await session.send_log_message(level="warning", data=text)
+    asyncio.get_running_loop().create_task(later())
+    return "later"
+
+
 def added(name: str):
     """A tool added at run time: answers with its own name."""
     def run() -> str:

@@ -126,6 +126,10 @@ impl Catalog {
         problems: &mut Vec<LoadFailure>,
     ) {
         let path = PathBuf::from(format!("upstreams.{}", upstream.name));
+        if upstream.awaits_first_use() {
+            // Nothing to list (and nothing wrong) until a client lists.
+            return;
+        }
         if let Some(error) = upstream.listing_error() {
             problems.push(LoadFailure { path, error });
             return;
@@ -194,6 +198,28 @@ impl Catalog {
             self.upstream_seen.load(Ordering::Acquire),
             self.upstream_changes.subscribe(),
         )
+    }
+
+    /// The first use of each upstream started on first use that no listing
+    /// has started yet: starts them and waits for their lists (each within
+    /// its `timeout`). The upstreams' change count to wait for in the
+    /// catalog in service, when there was one to start.
+    pub async fn start_first_use(&self) -> Option<u64> {
+        let waiting: Vec<_> = (self.upstreams.iter())
+            .filter(|u| u.awaits_first_use())
+            .collect();
+        if waiting.is_empty() {
+            return None;
+        }
+        let started = futures::future::join_all(waiting.iter().map(|u| u.first_use())).await;
+        started
+            .contains(&true)
+            .then(|| *self.upstream_changes.borrow())
+    }
+
+    /// The upstreams' change count whose lists this catalog holds.
+    pub fn upstream_seen(&self) -> u64 {
+        self.upstream_seen.load(Ordering::Acquire)
     }
 
     /// Notes that the upstreams' lists as of change `seen` are what this

@@ -238,7 +238,12 @@ fn upstream_states(catalog: &crate::catalog::Catalog) -> Map<String, Value> {
                 BreakerState::Open => "open",
                 BreakerState::Closed => "closed",
             };
-            let state = json!({ "breaker": breaker, "failures": failures });
+            let mut state = json!({ "breaker": breaker, "failures": failures });
+            // A command upstream: whether its process runs (`start =
+            // "first-use"`: not until a client lists).
+            if let Some(started) = u.started() {
+                state["started"] = json!(started);
+            }
             (u.name.clone(), state)
         })
         .collect()

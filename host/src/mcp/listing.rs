@@ -12,7 +12,7 @@ use super::state::McpState;
 use crate::call::apps::app_only;
 
 pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
-    let pipeline = st.pipeline.current();
+    let pipeline = st.pipeline.for_listing().await;
     let principal = pipeline.listing_principal(&req.context(st)).await;
     let session = req.session.as_deref();
     let (pins, id) = (

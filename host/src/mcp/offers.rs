@@ -34,7 +34,7 @@ fn listing<T: Serialize>(
 }
 
 pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response {
-    let pipeline = st.pipeline.current();
+    let pipeline = st.pipeline.for_listing().await;
     let principal = pipeline.listing_principal(&req.context(st)).await;
     let mut items = pipeline.listed_resources(principal.as_ref(), req.toolset.as_ref());
     // The session's artifacts follow (its own, or its principal's without one).
@@ -48,7 +48,7 @@ pub(super) async fn resources_list(st: &McpState, req: &Request<'_>) -> Response
 }
 
 pub(super) async fn templates_list(st: &McpState, req: &Request<'_>) -> Response {
-    let pipeline = st.pipeline.current();
+    let pipeline = st.pipeline.for_listing().await;
     let principal = pipeline.listing_principal(&req.context(st)).await;
     let items = pipeline.listed_templates(principal.as_ref(), req.toolset.as_ref());
     listing(req, "resourceTemplates", items, st.page_size)

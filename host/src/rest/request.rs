@@ -96,7 +96,7 @@ impl Caller {
     /// prompts) starts with, so each lists what that caller may see.
     pub(super) async fn listing(&self, path: &str) -> (Arc<Pipeline>, Option<Principal>) {
         let cx = self.context("GET", path);
-        let pipeline = self.rest.pipeline.current();
+        let pipeline = self.rest.pipeline.for_listing().await;
         let principal = pipeline.listing_principal(&cx).await;
         (pipeline, principal)
     }

@@ -92,6 +92,11 @@ impl Client {
         }
     }
 
+    /// Whether it speaks to a child process (`command`).
+    pub fn is_stdio(&self) -> bool {
+        matches!(self.wire, Wire::Stdio(_))
+    }
+
     /// Opens a session, declaring `capabilities` (what the client behind
     /// it can be asked). The newest protocol version is asked for; a server
     /// that answers with an older one we speak gets that one, and a server

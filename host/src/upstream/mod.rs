@@ -51,6 +51,13 @@ pub struct Upstream {
     changes: Arc<ToolChanges>,
     /// Why it has never listed its tools (`None` once it has).
     listing_error: Mutex<Option<String>>,
+    /// `start = "first-use"` (a stdio upstream not started at load).
+    lazy: bool,
+    /// The first use of such an upstream: the listing that starts it
+    /// (once; others wait for the same one).
+    first_use: tokio::sync::OnceCell<()>,
+    /// Tells the refresh task that the first use has started it.
+    used: Arc<tokio::sync::Notify>,
 }
 
 /// Bumped each time an upstream's tool or resource lists change: what the
@@ -72,6 +79,7 @@ impl Upstream {
     ) -> Arc<Upstream> {
         let refresh_wanted = Arc::new(tokio::sync::Notify::new());
         let client = Client::new(&config, tls, refresh_wanted.clone());
+        let lazy = !client.starts_at_load();
         Arc::new(Upstream {
             name: config.name.clone(),
             breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
@@ -84,6 +92,9 @@ impl Upstream {
             refresh_wanted,
             changes,
             listing_error: Mutex::new(Some("not listed yet".into())),
+            lazy,
+            first_use: tokio::sync::OnceCell::new(),
+            used: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -95,9 +106,40 @@ impl Upstream {
     }
 
     /// Whether loading the config waits for its tool list: not for a stdio
-    /// upstream started on first use (its background listing starts it).
+    /// upstream started on first use (nothing runs until a client lists).
     pub fn starts_at_load(&self) -> bool {
         self.client.starts_at_load()
+    }
+
+    /// A stdio upstream with `start = "first-use"` that no listing has
+    /// started yet: it has no tools and no problem until then.
+    pub fn awaits_first_use(&self) -> bool {
+        !self.client.starts_at_load()
+    }
+
+    /// Whether its process has been started (`None`: not a stdio upstream).
+    pub fn started(&self) -> Option<bool> {
+        self.client.is_stdio().then(|| self.client.starts_at_load())
+    }
+
+    /// Its first use, for a listing: starts the process and lists it
+    /// (bounded by its `timeout`), once; a listing that comes meanwhile
+    /// waits for the same one. True when this upstream was waiting for it.
+    pub async fn first_use(&self) -> bool {
+        if !self.lazy || self.first_use.initialized() {
+            return false;
+        }
+        self.first_use
+            .get_or_init(|| async {
+                if let Err(e) = self.refresh().await {
+                    tracing::warn!(upstream = %self.name, "starting on first use: {e}");
+                    // Its problem is one now: the catalog in service takes it.
+                    self.changes.send_modify(|n| *n += 1);
+                }
+                self.used.notify_one();
+            })
+            .await;
+        true
     }
 
     /// The tools it listed last, allowlisted and prefixed: (upstream name, definition).
@@ -207,11 +249,16 @@ impl Upstream {
         let weak: Weak<Upstream> = Arc::downgrade(self);
         let configured = self.config.refresh;
         let notify = self.refresh_wanted.clone();
-        if !self.starts_at_load() {
-            // Not listed while the config loaded: listed (and started) now.
-            notify.notify_one();
-        }
+        let used = self.used.clone();
         tokio::spawn(async move {
+            // Started on first use: nothing is asked of it before (and
+            // the task ends when the upstream goes unused).
+            while weak.upgrade().is_some_and(|u| u.awaits_first_use()) {
+                tokio::select! {
+                    _ = used.notified() => break,
+                    _ = tokio::time::sleep(RETRY_UNLISTED) => {}
+                }
+            }
             loop {
                 let wanted = notify.notified();
                 tokio::pin!(wanted);

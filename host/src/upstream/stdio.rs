@@ -363,9 +363,10 @@ async fn read_stdout(shared: &Shared, run: &Arc<Run>, stdout: pipe::Receiver) ->
 /// Hands one message to whoever waits for it: an answer to its request,
 /// progress to the request whose token it carries. Anything else the server
 /// says (logs, its own requests) names no request over stdio, so it goes to
-/// the one request in flight, if only one is; else notifications are
-/// dropped and requests answered here (`ping`) or refused. `list_changed`
-/// always wakes a refresh.
+/// the one request in flight, if only one is; else log messages go to
+/// Hangar's log, other notifications are dropped, and requests are answered
+/// here (`ping`) or refused (-32601: outside a call there is no client to
+/// ask). `list_changed` always wakes a refresh.
 async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
     let method = message.get("method").and_then(Value::as_str);
     if matches!(
@@ -389,6 +390,14 @@ async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
     };
     if let Some(tx) = target {
         let _ = tx.send(message);
+        return;
+    }
+    // A log message no call takes goes to Hangar's own log.
+    if method == Some("notifications/message") {
+        let params = message.get("params");
+        let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
+        let data = params.and_then(|p| p.get("data")).unwrap_or(&Value::Null);
+        tracing::info!(upstream = %shared.name, level = level.unwrap_or("info"), "log: {data}");
         return;
     }
     // A request nobody's call can take: `ping` is answered, the rest refused.
