@@ -241,3 +241,31 @@ def test_teardown_is_sent_before_the_frame_is_replaced(server, browser):
     assert any("← result for ui/resource-teardown #1" in line for line in log), log
     assert log[-1].endswith("· torn down: another tool was picked"), log
     page.close()
+
+
+def test_an_upstream_servers_app_runs_and_calls_its_own_tools_by_their_names(start_server, browser):
+    """The MCP Apps SDK's example server from npm behind `[upstreams.apps]` (prefix `apps.`):
+    its view, drawn in the explorer, asks for `get-time` by the name its server gives it;
+    the page calls `apps.get-time` (REST lists each upstream tool's own name)."""
+    from apps_upstream import TOOL, start_apps
+    s = start_apps(start_server)
+    listed = {t["name"]: t for t in httpx.get(s.url + "/tools").json()}
+    assert listed["apps." + TOOL]["upstream"] == {"name": "apps", "tool": TOOL}
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    page.goto(s.url + "/ui")
+    page.click(f'#tools li[data-tool="apps.{TOOL}"]')
+    page.click("#call")
+    page.wait_for_selector("#outcome:not(.error)")
+    frame = page.wait_for_selector(FRAME).content_frame()
+    time_shown = "() => /^\\d{4}-\\d\\d-\\d\\dT/.test(document.getElementById('server-time').textContent)"
+    frame.wait_for_function(time_shown)
+    # The view's own tools/call, from its button.
+    calls = lambda: page.locator("#app-messages").text_content().count("← tools/call #")
+    assert calls() == 0
+    frame.evaluate("() => { document.getElementById('server-time').textContent = 'asked'; }")
+    frame.click("#get-time-btn")
+    frame.wait_for_function(time_shown)
+    assert calls() == 1
+    assert frame.locator("#server-time").inner_text() != "[ERROR]"
+    page.close()
+

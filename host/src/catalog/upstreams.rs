@@ -217,6 +217,15 @@ impl Catalog {
             .then(|| *self.upstream_changes.borrow())
     }
 
+    /// For an upstream's tool `name`: the upstream's name and the tool's
+    /// name there (before the prefix).
+    pub fn upstream_origin(&self, name: &str) -> Option<(String, String)> {
+        match &self.by_name.get(name)?.backend {
+            Backend::Upstream { upstream, remote } => Some((upstream.name.clone(), remote.clone())),
+            _ => None,
+        }
+    }
+
     /// The upstreams' change count whose lists this catalog holds.
     pub fn upstream_seen(&self) -> u64 {
         self.upstream_seen.load(Ordering::Acquire)

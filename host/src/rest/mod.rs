@@ -71,6 +71,20 @@ struct Summary<'a> {
     /// The tool's `_meta` (an MCP App's `ui.resourceUri`), as MCP lists it.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a crate::call::Meta>,
+    /// An upstream's tool: which upstream, and the name it gives the tool.
+    /// An MCP App's view names the tools it calls as its own server does;
+    /// the explorer maps those names to Hangar's with this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream: Option<UpstreamName>,
+}
+
+/// Where an upstream's tool comes from.
+#[derive(Serialize)]
+struct UpstreamName {
+    /// `[upstreams.NAME]`.
+    name: String,
+    /// The tool's name on that server (before the prefix).
+    tool: String,
 }
 
 async fn list(caller: Caller) -> Response {
@@ -84,6 +98,10 @@ async fn list(caller: Caller) -> Response {
             input_schema: &d.input_schema,
             annotations: d.annotations.as_ref(),
             meta: d.meta.as_ref(),
+            upstream: pipeline
+                .catalog()
+                .upstream_origin(&d.name)
+                .map(|(name, tool)| UpstreamName { name, tool }),
         })
         .collect();
     Json(tools).into_response()

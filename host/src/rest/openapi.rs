@@ -263,7 +263,13 @@ pub fn document(tools: &[&ToolDef]) -> Value {
                     "description": { "type": "string" },
                     "inputSchema": { "type": "object" },
                     "annotations": { "type": "object" },
-                    "_meta": { "type": "object", "description": "The tool's _meta, e.g. an MCP App's ui.resourceUri" }
+                    "_meta": { "type": "object", "description": "The tool's _meta, e.g. an MCP App's ui.resourceUri" },
+                    "upstream": {
+                        "type": "object",
+                        "description": "An upstream server's tool: the upstream's name, and the tool's name on that server",
+                        "required": ["name", "tool"],
+                        "properties": { "name": { "type": "string" }, "tool": { "type": "string" } }
+                    }
                 }
             },
             "Content": {
