@@ -19,12 +19,12 @@ MAPPER_PLUGINS=(redact normalize bad-mapper count-mapper)
 APP_PLUGINS=(sales-chart bad-meta)
 EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize sales-chart)
 # Python plugins (componentize-py): directory:world.
-PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:server)
+PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:app)
 PY_TOOLS="$ROOT/target/py-tools"
 # JavaScript plugins (componentize-js, installed per plugin by npm):
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
-JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:server)
+JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:app)
 TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter bad-meta)
 # Rust plugins that need no WASI, built slim: for wasm32-unknown-unknown, so
 # the component imports nothing from WASI and a fresh instance costs less
@@ -182,15 +182,19 @@ build_py_plugins() {
   local entry dir world out
   for entry in "${PY_PLUGINS[@]}"; do
     dir="${entry%%:*}"; world="${entry##*:}"; out="$ROOT/plugins/$dir.wasm"
-    up_to_date "$out" "$ROOT/plugins/$dir" && continue
+    up_to_date "$out" "$ROOT/plugins/$dir" "$ROOT/sdk/python" && continue
     log "building $dir (Python, $world world)"
-    "$PY_TOOLS/bin/componentize-py" -d "$ROOT/wit" -w "$world" componentize -p "$ROOT/plugins/$dir" app -o "$out" >/dev/null
+    # sdk/python: the helpers (hangar_app) a plugin may import.
+    "$PY_TOOLS/bin/componentize-py" -d "$ROOT/wit" -w "$world" componentize \
+      -p "$ROOT/plugins/$dir" -p "$ROOT/sdk/python" app -o "$out" >/dev/null
   done
 }
 
-# True when $1 (a built .wasm) is newer than every file of plugin dir $2 and the WIT.
+# True when $1 (a built .wasm) is newer than every file of plugin dir $2 (and
+# of any more folders given) and the WIT.
 up_to_date() {
-  [ -f "$1" ] && [ -z "$(find "$2" "$ROOT/wit" -path "*/node_modules" -prune -o -newer "$1" -type f -print | head -1)" ]
+  local out="$1"; shift
+  [ -f "$out" ] && [ -z "$(find "$@" "$ROOT/wit" -path "*/node_modules" -prune -o -newer "$out" -type f -print | head -1)" ]
 }
 
 build_js_plugins() {
@@ -205,12 +209,18 @@ build_js_plugins() {
 # into $5 unless up to date; $4 = http when it uses fetch; $6 says what it is.
 componentize_js() {
   local src="$1" wit="$2" world="$3" http="$4" out="$5" what="$6"
-  up_to_date "$out" "$src" && return 0
+  # sdk/js: the helpers (hangar-app.js) a plugin may import.
+  up_to_date "$out" "$src" "$ROOT/sdk/js" && return 0
   # -d http fetch-event: no wasi:http import, unless the plugin uses fetch
   # (its requests then go through the operator's grants).
   local features=(-d http fetch-event)
   [ "$http" = http ] && features=(-d fetch-event)
   log "building $(basename "$src") (JavaScript, $what${http:+, with wasi:http})"
+  # An app that imports the MCP Apps helpers gets a copy of them beside it
+  # (componentize-js reads only files in the app's folder; git ignores it).
+  if grep -q '"./hangar-app.js"' "$src/app.js"; then
+    cp "$ROOT/sdk/js/hangar-app.js" "$src/hangar-app.js"
+  fi
   (
     cd "$src"
     [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error

@@ -269,3 +269,29 @@ def test_an_upstream_servers_app_runs_and_calls_its_own_tools_by_their_names(sta
     assert frame.locator("#server-time").inner_text() != "[ERROR]"
     page.close()
 
+
+@pytest.mark.parametrize("tool,field,value,view_text,button,after", [
+    ("py.show_note", "#f-topic", '"mcp"', "#topic", "wasm", "wasm"),
+    ("js.show_color", "#f-name", '"blue"', "#name", "purple", "purple"),
+])
+def test_python_and_javascript_views_run_and_call_their_tools(tmp_path_factory, shared_cache, browser,
+                                                              tool, field, value, view_text, button, after):
+    """The views of py-notes and js-notes (their `_meta` made by the SDKs' app helpers) draw
+    the call's result and call their tool again from a button, through the page."""
+    s = Server(tmp_path_factory.mktemp("ui-polyglot"), ["py-notes", "js-notes"], "", shared_cache)
+    s.start()
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        page.goto(s.url + "/ui")
+        page.click(f'#tools li[data-tool="{tool}"]')
+        page.select_option(field, value)
+        page.click("#call")
+        page.wait_for_selector("#outcome:not(.error)")
+        frame = page.wait_for_selector(FRAME).content_frame()
+        frame.wait_for_function(f"() => document.querySelector('{view_text}').textContent === {value}")
+        frame.click(f"button:text-is('{button}')")
+        frame.wait_for_function(f"() => document.querySelector('{view_text}').textContent === '{after}'")
+        assert "← tools/call #2" in page.locator("#app-messages").text_content()
+        page.close()
+    finally:
+        s.stop()

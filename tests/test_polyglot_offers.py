@@ -1,11 +1,14 @@
-"""Resources, prompts, completions and eliciting tools written in Python
-(componentize-py) and JavaScript (componentize-js), the `server` world."""
+"""Resources, prompts, completions, eliciting tools and MCP Apps written in
+Python (componentize-py) and JavaScript (componentize-js), the `app` world
+(`server` and `meta`), with the SDKs' app helpers."""
 
 import json
 
 import pytest
 
-from conftest import ask_and_answer, session
+from conftest import Mcp, ask_and_answer, session
+
+MIME = "text/html;profile=mcp-app"
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +23,38 @@ def accept(content):
 def test_both_languages_list_what_they_offer(server):
     c = session(server)
     resources = [r["uri"] for r in c.request("resources/list")["result"]["resources"]]
-    assert sorted(resources) == ["js-notes://colors", "notes://index"]
+    assert sorted(resources) == ["js-notes://colors", "notes://index", "ui://js-notes/swatch", "ui://py-notes/card"]
     templates = [t["uriTemplate"] for t in c.request("resources/templates/list")["result"]["resourceTemplates"]]
     assert sorted(templates) == ["js-notes://color/{name}", "notes://{topic}"]
     prompts = {p["name"]: p for p in c.request("prompts/list")["result"]["prompts"]}
     assert prompts["py.explain"]["arguments"] == [{"name": "topic", "description": "The note's topic", "required": True}]
     assert prompts["js.paint"]["arguments"][0]["name"] == "color"
     tools = [t["name"] for t in c.request("tools/list")["result"]["tools"]]
-    assert sorted(tools) == ["js.pick_color", "py.pick_note"]
+    assert sorted(tools) == ["js.pick_color", "js.show_color", "py.pick_note", "py.show_note"]
+
+
+@pytest.mark.parametrize("tool,args,view", [
+    ("py.show_note", {"topic": "wasm"}, "ui://py-notes/card"),
+    ("js.show_color", {"name": "green"}, "ui://js-notes/swatch"),
+])
+def test_both_languages_declare_an_app_with_the_sdk_helpers(server, tool, args, view):
+    """`_meta` made by sdk/python/hangar_app.py and sdk/js/hangar-app.js (the `app` world's
+    `meta` export): the tool links its view, the view is an MCP App resource with its `_meta.ui`."""
+    caps = Mcp(server.url).request("initialize", {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}})["result"]["capabilities"]
+    assert caps["extensions"]["io.modelcontextprotocol/ui"] == {"mimeTypes": [MIME]}
+    c = session(server)
+    tools = {t["name"]: t for t in c.request("tools/list")["result"]["tools"]}
+    assert tools[tool]["_meta"] == {"ui": {"resourceUri": view}}
+    listed = {r["uri"]: r for r in c.request("resources/list")["result"]["resources"]}
+    assert listed[view]["mimeType"] == MIME
+    assert listed[view]["_meta"] == {"ui": {"csp": {}, "prefersBorder": True}}
+    read = c.request("resources/read", {"uri": view})["result"]["contents"][0]
+    assert read["mimeType"] == MIME and read["text"].startswith("<!doctype html>")
+    assert read["_meta"] == listed[view]["_meta"]
+    result = c.call(tool, args)["result"]
+    assert result.get("isError") is not True and result["structuredContent"], result
 
 
 def test_python_resources_prompt_and_completion(server):
