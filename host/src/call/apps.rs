@@ -37,7 +37,7 @@ pub fn check_meta(value: Value, of: MetaOf) -> Result<Meta, String> {
         other => {
             return Err(format!(
                 "_meta must be a JSON object, not {}",
-                kind_of(&other)
+                super::json_kind(&other)
             ));
         }
     };
@@ -47,7 +47,7 @@ pub fn check_meta(value: Value, of: MetaOf) -> Result<Meta, String> {
     let Value::Object(ui) = ui else {
         return Err(format!(
             "_meta.ui must be a JSON object, not {}",
-            kind_of(ui)
+            super::json_kind(ui)
         ));
     };
     match of {
@@ -91,17 +91,6 @@ fn check_ui_uri(uri: &str) -> Result<(), String> {
         _ => Err(format!(
             "_meta.ui.resourceUri must be a ui:// URI, not {uri:?}"
         )),
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -1,6 +1,7 @@
 //! Tool-definition pinning per MCP session (`[server] pinning`): the first
 //! `tools/list` a session sees pins each tool's definition (a SHA-256 of
-//! its name, title, description, schemas and annotations). A definition
+//! its name, title, description, schemas, annotations and `_meta`, so an
+//! MCP App's view link is pinned too). A definition
 //! that later differs (an upstream changed a tool under a live session, a
 //! known tool-poisoning vector) is logged and marked in the listing's
 //! `_meta` (`warn`, see `mcp::pins`), and with `block` calls to it are
@@ -101,5 +102,19 @@ mod tests {
         assert!(refused.message.contains("up.t"));
         // The pin stays the first definition.
         assert!(pins.check(&def("a")).is_none());
+    }
+
+    #[test]
+    fn an_apps_view_link_is_pinned_with_the_definition() {
+        let pins = Pins::default();
+        let with_view = |uri: &str| ToolDef {
+            meta: serde_json::json!({ "ui": { "resourceUri": uri } })
+                .as_object()
+                .cloned(),
+            ..def("a")
+        };
+        assert!(pins.check(&with_view("ui://app/view")).is_none());
+        assert!(pins.check(&with_view("ui://app/view")).is_none());
+        assert!(pins.check(&with_view("ui://elsewhere/view")).is_some());
     }
 }

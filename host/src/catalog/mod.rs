@@ -108,6 +108,8 @@ pub struct Catalog {
     tasks: Arc<HashMap<String, crate::config::TaskSupport>>,
     /// `[toolsets]`: what each toolset's endpoints reach.
     toolsets: Arc<Toolsets>,
+    /// [`Catalog::per_caller`], worked out when the catalog is indexed.
+    per_caller: bool,
 }
 
 /// A catalog and the problems met while building it.
@@ -180,7 +182,14 @@ impl Catalog {
     }
 
     /// Builds the search index over the tools as they are now.
+    /// What listings and lookups need worked out once: the search index,
+    /// and whether answers depend on the caller.
     fn index(&mut self) {
+        self.per_caller = self.default_auth.is_some()
+            || self.has_restricted()
+            || (self.order.iter()).any(|t| crate::call::apps::app_only(t.def.meta.as_ref()))
+            || self.order.iter().any(|t| t.stages.auth.is_some())
+            || self.offered.has_auth();
         self.search = Some(search::ToolSearch::new(self.order.iter().map(|t| {
             (
                 t.def.name.as_str(),
@@ -290,16 +299,10 @@ impl Catalog {
     /// or any tool, resource, template or prompt with an auth stage or
     /// `visible_to` (what is listed, and to whom, then follows the caller),
     /// or a tool only MCP Apps views see (listed only to clients that
-    /// render apps).
+    /// render apps). Worked out when the catalog is indexed: the 2026-07-28
+    /// front asks it on every request.
     pub fn per_caller(&self) -> bool {
-        self.default_auth.is_some()
-            || self.has_restricted()
-            || self
-                .order
-                .iter()
-                .any(|t| crate::call::apps::app_only(t.def.meta.as_ref()))
-            || self.order.iter().any(|t| t.stages.auth.is_some())
-            || self.offered.has_auth()
+        self.per_caller
     }
 
     /// The tools a caller with `principal` may see, in listing order.

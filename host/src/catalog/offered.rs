@@ -141,46 +141,16 @@ impl Offered {
         plugin: &Arc<ToolPlugin>,
         listing: Listing,
     ) -> Vec<String> {
-        let mut errors = Vec::new();
         let provider = Provider::Wasm(plugin.clone());
-        let limits = |over: Option<&crate::config::LimitOverrides>| {
-            let base = config.limits_for(plugin.name(), "");
-            over.map_or(base, |o| base.overridden_by(o))
-        };
-        let resource_access = |key: &str| {
-            let cfg = config.resource(key);
-            let access = plugins.access(
-                config,
-                &format!("resource {key}"),
-                cfg.and_then(|c| c.auth.as_ref()),
-                cfg.and_then(|c| c.visible_to.as_ref()),
-            )?;
-            Ok::<_, String>((access, limits(cfg.map(|c| &c.limits))))
-        };
-        for def in listing.resources {
-            let added = resource_access(&def.uri).and_then(|(access, limits)| {
-                self.add_resource(CatalogResource {
-                    def,
-                    provider: provider.clone(),
-                    limits,
-                    access,
-                })
-            });
-            errors.extend(added.err());
-        }
-        for def in listing.templates {
-            let added = UriTemplate::parse(&def.uri_template).and_then(|matcher| {
-                let (access, limits) = resource_access(&def.uri_template)?;
-                self.add_template(CatalogTemplate {
-                    def,
-                    matcher,
-                    provider: provider.clone(),
-                    limits,
-                    access,
-                })
-            });
-            errors.extend(added.err());
-        }
+        let base = config.limits_for(plugin.name(), "");
+        let mut errors = self.add_resources_of(
+            config,
+            plugins,
+            &provider,
+            base,
+            listing.resources,
+            listing.templates,
+        );
         for def in listing.prompts {
             let cfg = config.prompt(&def.name);
             let added = plugins
@@ -194,7 +164,7 @@ impl Offered {
                     self.add_prompt(CatalogPrompt {
                         def,
                         provider: provider.clone(),
-                        limits: limits(cfg.map(|c| &c.limits)),
+                        limits: cfg.map_or(base, |c| base.overridden_by(&c.limits)),
                         access,
                     })
                 });
@@ -221,9 +191,63 @@ impl Offered {
         local
     }
 
+    /// Adds the resources and templates one source (`provider`) offers,
+    /// each with its `[[resources]]` auth, `visible_to` and limits (over
+    /// `base`, the source's own); returns why each left out was.
+    pub(super) fn add_resources_of(
+        &mut self,
+        config: &Config,
+        plugins: &Plugins,
+        provider: &Provider,
+        base: Limits,
+        resources: impl IntoIterator<Item = ResourceDef>,
+        templates: impl IntoIterator<Item = TemplateDef>,
+    ) -> Vec<String> {
+        let access = |key: &str| {
+            let cfg = config.resource(key);
+            let access = plugins.access(
+                config,
+                &format!("resource {key}"),
+                cfg.and_then(|c| c.auth.as_ref()),
+                cfg.and_then(|c| c.visible_to.as_ref()),
+            )?;
+            let limits = cfg.map_or(base, |c| base.overridden_by(&c.limits));
+            Ok::<_, String>((access, limits))
+        };
+        let mut errors = Vec::new();
+        for def in resources {
+            let added = access(&def.uri).and_then(|(access, limits)| {
+                self.add_resource(CatalogResource {
+                    def,
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+            });
+            errors.extend(added.err());
+        }
+        for def in templates {
+            let added = UriTemplate::parse(&def.uri_template).and_then(|matcher| {
+                let (access, limits) = access(&def.uri_template)?;
+                self.add_template(CatalogTemplate {
+                    def,
+                    matcher,
+                    provider: provider.clone(),
+                    limits,
+                    access,
+                })
+            });
+            errors.extend(added.err());
+        }
+        errors
+    }
+
     pub fn add_resource(&mut self, r: CatalogResource) -> Result<(), String> {
         if self.by_uri.contains_key(&r.def.uri) {
-            return Err(format!("resource {:?} is offered twice", r.def.uri));
+            return Err(format!(
+                "resource {:?} is offered twice: the first source keeps it",
+                r.def.uri
+            ));
         }
         self.push_resource(Arc::new(r));
         Ok(())
@@ -241,7 +265,7 @@ impl Offered {
             .any(|o| o.def.uri_template == t.def.uri_template)
         {
             return Err(format!(
-                "resource template {:?} is offered twice",
+                "resource template {:?} is offered twice: the first source keeps it",
                 t.def.uri_template
             ));
         }

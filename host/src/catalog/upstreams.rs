@@ -29,10 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::stages::Plugins;
-use super::{
-    Backend, Catalog, CatalogResource, CatalogTemplate, CatalogTool, Offered, Provider, RateLimits,
-    ToolDef, UriTemplate, tool_limiter,
-};
+use super::{Backend, Catalog, CatalogTool, Offered, Provider, RateLimits, ToolDef, tool_limiter};
 use crate::config::Config;
 use crate::upstream::Upstream;
 use crate::wasm::LoadFailure;
@@ -98,6 +95,7 @@ impl Catalog {
             cluster: self.cluster.clone(),
             tasks: self.tasks.clone(),
             toolsets: self.toolsets.clone(),
+            per_caller: false,
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {
@@ -256,54 +254,20 @@ impl Offered {
         problems: &mut Vec<LoadFailure>,
     ) {
         let path = PathBuf::from(format!("upstreams.{}", upstream.name));
-        let access = |key: &str| {
-            let cfg = config.resource(key);
-            let access = plugins.access(
-                config,
-                &format!("resource {key}"),
-                cfg.and_then(|c| c.auth.as_ref()),
-                cfg.and_then(|c| c.visible_to.as_ref()),
-            )?;
-            let limits = cfg.map_or(config.limits, |c| config.limits.overridden_by(&c.limits));
-            Ok::<_, String>((access, limits))
-        };
-        let provider = Provider::Upstream(upstream.clone());
         let offers = upstream.offers();
-        for def in &offers.resources {
-            let added = access(&def.uri).and_then(|(access, limits)| {
-                self.add_resource(CatalogResource {
-                    def: def.clone(),
-                    provider: provider.clone(),
-                    limits,
-                    access,
-                })
-                .map_err(|e| format!("{e}: the first source keeps it"))
+        let errors = self.add_resources_of(
+            config,
+            plugins,
+            &Provider::Upstream(upstream.clone()),
+            config.limits,
+            offers.resources.iter().cloned(),
+            offers.templates.iter().cloned(),
+        );
+        for error in errors {
+            problems.push(LoadFailure {
+                path: path.clone(),
+                error,
             });
-            if let Err(error) = added {
-                problems.push(LoadFailure {
-                    path: path.clone(),
-                    error,
-                });
-            }
-        }
-        for def in &offers.templates {
-            let added = UriTemplate::parse(&def.uri_template).and_then(|matcher| {
-                let (access, limits) = access(&def.uri_template)?;
-                self.add_template(CatalogTemplate {
-                    def: def.clone(),
-                    matcher,
-                    provider: provider.clone(),
-                    limits,
-                    access,
-                })
-                .map_err(|e| format!("{e}: the first source keeps it"))
-            });
-            if let Err(error) = added {
-                problems.push(LoadFailure {
-                    path: path.clone(),
-                    error,
-                });
-            }
         }
     }
 }

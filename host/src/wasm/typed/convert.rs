@@ -8,6 +8,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value};
 use wasmtime::component::{Type, Val};
 
+use crate::call::json_kind;
+
 /// Where in the arguments or the result a value sits: `/city`, `/items/2/tag`.
 #[derive(Clone, Default)]
 pub struct Path(String);
@@ -48,7 +50,12 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
             .map(i128::from)
             .or_else(|| json.as_u64().map(i128::from))
             .or_else(whole)
-            .ok_or_else(|| bad(path, format!("expected an integer, got {}", kind(json))))?;
+            .ok_or_else(|| {
+                bad(
+                    path,
+                    format!("expected an integer, got {}", json_kind(json)),
+                )
+            })?;
         if n < min || n > max {
             return Err(bad(path, format!("{n} is out of range {min}..={max}")));
         }
@@ -57,7 +64,7 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
     Ok(match ty {
         Type::Bool => Val::Bool(
             json.as_bool()
-                .ok_or_else(|| bad(path, format!("expected a boolean, got {}", kind(json))))?,
+                .ok_or_else(|| bad(path, format!("expected a boolean, got {}", json_kind(json))))?,
         ),
         Type::S8 => Val::S8(int(i8::MIN.into(), i8::MAX.into())? as i8),
         Type::U8 => Val::U8(int(0, u8::MAX.into())? as u8),
@@ -200,7 +207,7 @@ pub fn arguments(args: &Value, params: &[(String, Type)]) -> Result<Vec<Val>, St
     let obj = match args {
         Value::Null => &empty,
         Value::Object(obj) => obj,
-        other => return Err(format!("/: expected an object, got {}", kind(other))),
+        other => return Err(format!("/: expected an object, got {}", json_kind(other))),
     };
     Ok(members(obj, params, &Path::root())?
         .into_iter()
@@ -251,33 +258,22 @@ fn list(json: &Value, ty: &Type, path: &Path, len: Option<usize>) -> Result<Vec<
 
 fn number(json: &Value, path: &Path) -> Result<f64, String> {
     json.as_f64()
-        .ok_or_else(|| bad(path, format!("expected a number, got {}", kind(json))))
+        .ok_or_else(|| bad(path, format!("expected a number, got {}", json_kind(json))))
 }
 
 fn string<'a>(json: &'a Value, path: &Path) -> Result<&'a str, String> {
     json.as_str()
-        .ok_or_else(|| bad(path, format!("expected a string, got {}", kind(json))))
+        .ok_or_else(|| bad(path, format!("expected a string, got {}", json_kind(json))))
 }
 
 fn array<'a>(json: &'a Value, path: &Path) -> Result<&'a Vec<Value>, String> {
     json.as_array()
-        .ok_or_else(|| bad(path, format!("expected an array, got {}", kind(json))))
+        .ok_or_else(|| bad(path, format!("expected an array, got {}", json_kind(json))))
 }
 
 fn object<'a>(json: &'a Value, path: &Path) -> Result<&'a Map<String, Value>, String> {
     json.as_object()
-        .ok_or_else(|| bad(path, format!("expected an object, got {}", kind(json))))
-}
-
-fn kind(json: &Value) -> &'static str {
-    match json {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+        .ok_or_else(|| bad(path, format!("expected an object, got {}", json_kind(json))))
 }
 
 /// The JSON of a value of type `ty` the guest returned. Fails only for what
