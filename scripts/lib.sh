@@ -21,7 +21,10 @@ EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:app)
 PY_TOOLS="$ROOT/target/py-tools"
-# JavaScript plugins (componentize-js, installed per plugin by npm):
+JS_TOOLS="$ROOT/target/js-tools"
+COMPONENTIZE_JS_VERSION=0.23.0
+# JavaScript plugins (componentize-js, installed once into $JS_TOOLS, which
+# every build uses; each plugin's package.json pins the same version):
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:app)
@@ -41,7 +44,10 @@ PLAIN_PLUGINS=(typed-kitchen typed-echo)
 PLAIN_PY_PLUGINS=(py-typed:py-typed)
 PLAIN_JS_PLUGINS=(js-typed:js-typed:http)
 
-log() { printf '==> %s\n' "$*" >&2; }
+# Each line says how long the run has taken so far ([m:ss]), so a log
+# shows where the time goes.
+HANGAR_RUN_START="${HANGAR_RUN_START:-$SECONDS}"
+log() { printf '==> [%d:%02d] %s\n' $(((SECONDS - HANGAR_RUN_START) / 60)) $(((SECONDS - HANGAR_RUN_START) % 60)) "$*" >&2; }
 
 ensure_toolchain() {
   local installed target
@@ -205,6 +211,18 @@ build_js_plugins() {
   done
 }
 
+# componentize-js (and the preview2-shim it imports without declaring it)
+# in a folder of its own, once: one npm install for every JavaScript build.
+ensure_componentize_js() {
+  local cli="$JS_TOOLS/node_modules/@bytecodealliance/componentize-js/package.json"
+  if ! grep -q "\"version\": \"$COMPONENTIZE_JS_VERSION\"" "$cli" 2>/dev/null; then
+    log "installing componentize-js $COMPONENTIZE_JS_VERSION into $JS_TOOLS"
+    mkdir -p "$JS_TOOLS"
+    npm install --prefix "$JS_TOOLS" --no-audit --no-fund --no-save --loglevel=error \
+      "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" "@bytecodealliance/preview2-shim@^0.17.4"
+  fi
+}
+
 # Builds the JavaScript component in dir $1 (app.js) against WIT $2, world $3,
 # into $5 unless up to date; $4 = http when it uses fetch; $6 says what it is.
 componentize_js() {
@@ -221,10 +239,10 @@ componentize_js() {
   if grep -q '"./hangar-app.js"' "$src/app.js"; then
     cp "$ROOT/sdk/js/hangar-app.js" "$src/hangar-app.js"
   fi
+  ensure_componentize_js
   (
     cd "$src"
-    [ -d node_modules ] || npm install --no-audit --no-fund --loglevel=error
-    node node_modules/@bytecodealliance/componentize-js/src/cli.js app.js \
+    node "$JS_TOOLS/node_modules/@bytecodealliance/componentize-js/src/cli.js" app.js \
       --wit "$wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
   )
 }

@@ -28,7 +28,8 @@ BUILD_ENV = {
     **os.environ,
     "CARGO_TARGET_DIR": str(ROOT / "target" / "scaffold"),
     "COMPONENTIZE_PY": str(ROOT / "target" / "py-tools" / "bin" / "componentize-py"),
-    "COMPONENTIZE_JS_CLI": str(ROOT / "plugins" / "js-reverse" / "node_modules" / "@bytecodealliance"
+    # The one scripts/lib.sh installs for every JavaScript build.
+    "COMPONENTIZE_JS_CLI": str(ROOT / "target" / "js-tools" / "node_modules" / "@bytecodealliance"
                                / "componentize-js" / "src" / "cli.js"),
 }
 
