@@ -23,7 +23,8 @@ GENERATED = ROOT / ".hangar-cluster.toml"
 
 
 class DefaultCluster:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, cache: Path):
+        self.cache = cache
         self.dir = workdir / "cluster"
         self.addr = f"127.0.0.1:{free_port()}"
         self.url = f"http://{self.addr}"
@@ -31,7 +32,10 @@ class DefaultCluster:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             ["bash", str(ROOT / "scripts" / "cluster"), "--replicas", str(REPLICAS),
-             "--listen", self.addr, "--dir", str(self.dir)],
+             "--listen", self.addr, "--dir", str(self.dir),
+             # The run's compiled components: what one test server compiled,
+             # the replicas do not compile again, and the other way round.
+             "--cache-dir", str(cache)],
             stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "HANGAR_BIN": str(HANGAR_BIN), "REDIS_URL": REDIS_URL})
         deadline = time.monotonic() + 300
@@ -57,8 +61,8 @@ class DefaultCluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = DefaultCluster(tmp_path_factory.mktemp("default-cluster"))
+def cluster(tmp_path_factory, shared_cache):
+    c = DefaultCluster(tmp_path_factory.mktemp("default-cluster"), shared_cache)
     yield c
     if c.proc.poll() is None:
         c.stop()
@@ -78,8 +82,10 @@ def test_the_generated_config_is_the_shipped_one_with_a_cluster_table(cluster):
     assert 'backend = "redis"' in generated
     # Everything else is the shipped file, line for line.
     kept = [line for line in shipped.splitlines()
-            if not line.startswith(("backend =", "url ="))]
+            if not line.startswith(("backend =", "url =", "cache_dir ="))]
     assert all(line in generated.splitlines() for line in kept)
+    # --cache-dir: the run's compiled components.
+    assert f'cache_dir = "{cluster.cache}"' in generated.splitlines()
     for i in range(1, REPLICAS + 1):
         health = httpx.get(f"http://{cluster.replica_addr(i)}/healthz").json()
         assert health["cluster"]["redis"] == "ok", health

@@ -216,13 +216,14 @@ def test_without_grants_all_are_refused(ungranted, api):
     assert len(api.requests) == before
 
 
-def test_check_shows_all_import_wasi_http_and_have_no_grants(tmp_path):
+def test_check_shows_all_import_wasi_http_and_have_no_grants(tmp_path, shared_cache):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     for name in PLUGINS:
         shutil.copy(plugin_path(name), plugins / f"{name}.wasm")
     config = tmp_path / "hangar.toml"
-    config.write_text(f'[server]\ncache_dir = "{tmp_path / "cache"}"\n')
+    # The run's compiled components: the servers above compiled these already.
+    config.write_text(f'[server]\ncache_dir = "{shared_cache}"\n')
     out = run_hangar("check", "--config", str(config), "--plugins", str(plugins))
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
