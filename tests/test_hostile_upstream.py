@@ -5,6 +5,8 @@ arrives), its redirects elsewhere are not followed and its headers go
 nowhere else, its SSE is parsed in one pass, the protocol version is
 negotiated, and proxies from the environment are used."""
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -213,7 +215,9 @@ def test_the_upstream_is_reached_through_the_proxy_in_the_environment(start_serv
     proxy = subprocess.Popen([sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", str(port),
                               "--num-workers", "1", "--num-acceptors", "1", "--log-file", str(log),
                               "--log-level", "INFO"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             # proxy.py forks its acceptor: the whole group is killed at the end.
+                             start_new_session=True)
     try:
         def up():
             assert proxy.poll() is None, "proxy.py exited"
@@ -239,7 +243,7 @@ def test_the_upstream_is_reached_through_the_proxy_in_the_environment(start_serv
         time.sleep(2)
         assert log.read_text().count(f"127.0.0.1:{hostile.port}") == seen
     finally:
-        proxy.kill()
+        os.killpg(proxy.pid, signal.SIGKILL)
         proxy.wait(10)
 
 

@@ -5,6 +5,8 @@ The issuer is a small HTTP server publishing an RSA key; tokens are signed
 in the test."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -174,7 +176,9 @@ def test_the_key_set_is_fetched_through_the_proxy_in_the_environment(start, issu
     log = tmp_path / "proxy.log"
     proxy = subprocess.Popen([sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", str(port),
                               "--num-workers", "1", "--num-acceptors", "1", "--log-file", str(log)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             # proxy.py forks its acceptor: the whole group is killed at the end.
+                             start_new_session=True)
     try:
         def up():
             assert proxy.poll() is None, "proxy.py exited"
@@ -192,5 +196,5 @@ def test_the_key_set_is_fetched_through_the_proxy_in_the_environment(start, issu
         wait_for(lambda: f"GET {issuer.url.removeprefix('http://')}/jwks" in log.read_text(), 15,
                  "the proxy's access log to name the key set")
     finally:
-        proxy.kill()
+        os.killpg(proxy.pid, signal.SIGKILL)
         proxy.wait(10)
