@@ -249,7 +249,16 @@ def parse_reply(r: httpx.Response) -> dict:
 
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory):
-    """Compiled components shared by every server in the run, so each starts fast."""
+    """Compiled components shared by every server in the run, so each starts fast.
+
+    With pytest-xdist every worker has a base temp folder of its own under
+    one shared parent; the cache sits in that parent, so what one worker's
+    server compiled the others' do not compile again (Hangar writes each
+    entry to a temporary file and renames it: concurrent starts are safe)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "compiled-cache"
+        cache.mkdir(exist_ok=True)
+        return cache
     return tmp_path_factory.mktemp("compiled-cache")
 
 
@@ -305,3 +314,42 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped ({reason}), and a skip fails the run (tests/conftest.py)"
+
+
+# Parallel runs (scripts/test runs pytest-xdist with `--dist loadgroup`): a
+# module's tests stay on one worker, so its module-scoped servers start once.
+# Modules that share a fixed resource share a group, and so a worker:
+# scripts/cluster's default folder and its generated config.
+SHARED_GROUPS = {
+    "test_cluster": "cluster",
+    "test_cluster_default": "cluster",
+}
+
+# The modules that take longest (setup and calls, from `--durations`) start
+# first, so that no worker is left with one of them at the end while the
+# others idle.
+SLOW_FIRST = [
+    "test_scaffold",
+    "test_cluster",
+    "test_cluster_default",
+    "test_clients",
+    "test_typed_exports",
+    "test_polyglot",
+    "test_explorer_apps",
+    "test_http_examples",
+    "test_logging",
+]
+
+
+# tryfirst: xdist's own hook turns the mark into the group it schedules by,
+# so the marks must be there before it runs.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    def module(item):
+        return Path(item.fspath).stem
+
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))
+    for item in items:
+        name = module(item)
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))
