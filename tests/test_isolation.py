@@ -111,13 +111,16 @@ def answer_once_free(c, tool, arguments, **kw):
 
 # --- 1. per-plugin and per-tool concurrency caps ----------------------------------------------
 
+# The spin_wait calls run to a 4 s deadline: the checks made while they hold
+# their permits must fit inside it also when other test workers load the
+# cores (with 2 s, a probe window of 1.5 s was once too short).
 PLUGIN_CAP_CONFIG = """
 [plugins.misbehave]
 limits = { max_concurrent = 2, queue_timeout = "100ms" }
 
 [[tools]]
 name = "spin_wait"
-limits = { deadline = "2s" }
+limits = { deadline = "4s" }
 """
 
 
@@ -127,7 +130,7 @@ def test_a_plugin_at_its_cap_answers_busy_and_others_go_on(start_server):
     with ThreadPoolExecutor(max_workers=2) as pool:
         spinning = [pool.submit(call, server, "spin_wait") for _ in range(2)]
         # Any other misbehave call now waits 100 ms for a permit, then fails.
-        r = probe_until_busy(c, "counter", 1.5, "two spin_wait calls to fill misbehave's cap of 2")
+        r = probe_until_busy(c, "counter", 3, "two spin_wait calls to fill misbehave's cap of 2")
         assert_busy(r)
 
         # Another plugin is not held back by misbehave's cap.
@@ -144,7 +147,7 @@ def test_a_plugin_at_its_cap_answers_busy_and_others_go_on(start_server):
         assert not any(f.done() for f in spinning), "the spin_wait calls ended before the checks"
         results = [f.result() for f in spinning]
     # The two that held the permits ran to their deadline: neither was refused.
-    assert [r["error"]["message"] for r in results] == [deadline_error(2000)] * 2
+    assert [r["error"]["message"] for r in results] == [deadline_error(4000)] * 2
 
     # Permits are given back: misbehave answers again (a fresh instance counts 1).
     assert text_of(answer_once_free(c, "counter", {})) == "1"
@@ -153,7 +156,7 @@ def test_a_plugin_at_its_cap_answers_busy_and_others_go_on(start_server):
 TOOL_CAP_CONFIG = """
 [[tools]]
 name = "spin_wait"
-limits = { deadline = "2s", max_concurrent = 1, queue_timeout = "100ms" }
+limits = { deadline = "4s", max_concurrent = 1, queue_timeout = "100ms" }
 """
 
 
@@ -163,8 +166,8 @@ def test_a_tool_cap_holds_that_tool_only(start_server):
     with ThreadPoolExecutor(max_workers=2) as pool:
         calls = [pool.submit(call, server, "spin_wait") for _ in range(2)]
         # One of the two gets spin_wait's only permit; the other is refused
-        # after its 100 ms wait, long before the 2 s deadline.
-        done, _ = wait(calls, timeout=1.5, return_when=FIRST_COMPLETED)
+        # after its 100 ms wait, long before the 4 s deadline.
+        done, _ = wait(calls, timeout=3, return_when=FIRST_COMPLETED)
         assert len(done) == 1, "neither spin_wait call was refused"
         refused = next(iter(done)).result()
         assert_busy(refused)
@@ -174,7 +177,7 @@ def test_a_tool_cap_holds_that_tool_only(start_server):
         for _ in range(3):
             assert text_of(c.call("counter", {})) == "1"
         assert not running.done(), "spin_wait ended before counter was checked"
-        assert running.result()["error"]["message"] == deadline_error(2000)
+        assert running.result()["error"]["message"] == deadline_error(4000)
 
 
 # --- 2. auth and mappers have instance slots of their own -------------------------------------
