@@ -458,6 +458,105 @@ def test_postgres_statement_of_a_client_that_hung_up_is_cancelled(pg, mcp):
     assert canary() == "a,b"
 
 
+class HangingOnceProxy:
+    """A TCP proxy in front of PostgreSQL. Once armed, it takes the next
+    connection and never answers it (a server that hangs: the client waits
+    for the answer to its first message, TLS or not); every other
+    connection it passes on."""
+
+    def __init__(self, host: str, port: int):
+        self.upstream = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = False
+        self.held = []
+        self.since_armed = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.armed or self.held:
+                self.since_armed += 1
+            if self.armed:
+                self.armed = False
+                self.held.append(conn)  # kept open, never answered
+                continue
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn):
+        upstream = socket.create_connection(self.upstream)
+
+        def pipe(src, dst):
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for sock in (src, dst):
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
+        pipe(upstream, conn)
+
+    def close(self):
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_cancel_request_the_server_never_answers_is_sent_again(start_server):
+    """The cancel of an abandoned statement goes over a connection of its
+    own. One that hangs (the server takes it and never answers) is given up
+    after a while and sent again, so the statement still ends; before, the
+    first one waited for good, holding the abandoned connection while its
+    statement ran to the end."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(DATABASE_URL)
+    proxy = HangingOnceProxy(url.hostname, url.port or 5432)
+    tag = f"hangar-held-cancel-{os.getpid()}"
+    config = f"""
+[connectors.held]
+kind = "postgres"
+url = "postgres://{url.username or 'postgres'}@127.0.0.1:{proxy.port}{url.path}"
+pool_size = 2
+statement_timeout_ms = 120000
+
+[[tools]]
+name = "held.sleep"
+description = "Sleeps"
+use = "held"
+statement = "SELECT 1 AS slept, '{tag}' AS tag FROM pg_sleep({{{{ inputs.s }}}})"
+inputs.s = {{ type = "number", required = true }}
+"""
+
+    def running():
+        return int(psql(f"SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%{tag}%' "
+                        f"AND state = 'active' AND pid <> pg_backend_pid()"))
+
+    try:
+        s = start_server(plugins=("echo",), config=config)
+        body = json.dumps({"s": 60})
+        with socket.create_connection(("127.0.0.1", s.port)) as client:
+            client.sendall((f"POST /tools/held.sleep/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+            wait_for(lambda: running() == 1, 20, "the statement to run")
+            # The one new connection Hangar opens from here is the cancel's.
+            proxy.armed = True
+        wait_for(lambda: running() == 0, 20, "the statement whose first cancel hung to be cancelled")
+        assert len(proxy.held) == 1 and proxy.since_armed >= 2, (len(proxy.held), proxy.since_armed)
+    finally:
+        proxy.close()
+
+
 # --------------------------------------------------------------------- TLS
 
 @pytest.fixture(scope="module")

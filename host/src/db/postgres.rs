@@ -193,6 +193,11 @@ const CANCEL_RETRY: Duration = Duration::from_millis(500);
 /// Cancel requests sent for one abandoned statement before its connection
 /// is closed anyway.
 const CANCEL_TRIES: u32 = 20;
+/// How long one cancel request may take (its own connection, TLS and the
+/// request). A server that takes the connection and never answers would
+/// otherwise hold the retries up for good, and with them the abandoned
+/// connection, while the statement runs on.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection whose statement may still run. Dropped before
 /// [`Running::finish`] — the call was cancelled or its caller went away —
@@ -229,7 +234,8 @@ impl Drop for Running {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 for _ in 0..CANCEL_TRIES {
-                    let _ = token.cancel_query(tls.clone()).await;
+                    let _ =
+                        tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(tls.clone())).await;
                     if tokio::time::timeout(CANCEL_RETRY, client.simple_query(""))
                         .await
                         .is_ok()
