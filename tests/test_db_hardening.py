@@ -446,8 +446,13 @@ def test_numeric_past_postgres_limits_is_a_validate_error(mcp, text, says):
 
 
 def active_sleeps():
+    """Sleeps running now. `query` is a session's last statement, also once it
+    is idle: a call dropped after preparing its statement and before running
+    it leaves a pooled connection whose last query is the sleep's text (the
+    Parse sets it), with nothing running; counting it made the test wait the
+    full minute (seen under parallel test workers)."""
     return int(psql(f"SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%{TAG}%' "
-                    f"AND pid <> pg_backend_pid()"))
+                    f"AND state = 'active' AND pid <> pg_backend_pid()"))
 
 
 def test_postgres_statement_of_a_client_that_hung_up_is_cancelled(pg, mcp):
