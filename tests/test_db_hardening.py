@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import threading
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -38,13 +39,17 @@ def rest_call(server, tool, args, timeout=60):
     return httpx.post(f"{server.url}/tools/{tool}/call", json=args, timeout=timeout)
 
 
-def hang_up(server, tool, args, after=0.3):
-    """Sends a REST call and closes the socket while it runs."""
+def hang_up(server, tool, args, after=0.3, until=None):
+    """Sends a REST call and closes the socket while it runs: `after` s
+    later, or once `until()` has returned."""
     body = json.dumps(args)
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall((f"POST /tools/{tool}/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
-        time.sleep(after)
+        if until:
+            until()
+        else:
+            time.sleep(after)
 
 
 def hang_up_many(server, tool, args, clients):
@@ -523,8 +528,6 @@ def test_a_cancel_request_the_server_never_answers_is_sent_again(start_server):
     after a while and sent again, so the statement still ends; before, the
     first one waited for good, holding the abandoned connection while its
     statement ran to the end."""
-    from urllib.parse import urlsplit
-
     url = urlsplit(DATABASE_URL)
     proxy = HangingOnceProxy(url.hostname, url.port or 5432)
     tag = f"hangar-held-cancel-{os.getpid()}"
@@ -548,14 +551,13 @@ inputs.s = {{ type = "number", required = true }}
                         f"AND state = 'active' AND pid <> pg_backend_pid()"))
 
     try:
-        s = start_server(plugins=("echo",), config=config)
-        body = json.dumps({"s": 60})
-        with socket.create_connection(("127.0.0.1", s.port)) as client:
-            client.sendall((f"POST /tools/held.sleep/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        def runs_then_arm():
             wait_for(lambda: running() == 1, 20, "the statement to run")
             # The one new connection Hangar opens from here is the cancel's.
             proxy.armed = True
+
+        s = start_server(plugins=("echo",), config=config)
+        hang_up(s, "held.sleep", {"s": 60}, until=runs_then_arm)
         wait_for(lambda: running() == 0, 20, "the statement whose first cancel hung to be cancelled")
         assert len(proxy.held) == 1 and proxy.since_armed >= 2, (len(proxy.held), proxy.since_armed)
     finally:
