@@ -48,7 +48,8 @@ def explorer(server, browser, key=USER_KEY):
     page.click("#auth summary")
     page.fill("#headers", f"x-api-key: {key}")
     page.dispatch_event("#headers", "change")
-    page.wait_for_selector('#tools li[data-tool="sales.chart"]')
+    # The lists as this key sees them: the load the change began has ended.
+    page.wait_for_selector('#tools[aria-busy="false"] li[data-tool="sales.chart"]')
     return page
 
 
@@ -75,6 +76,25 @@ ASK_HOST = """([id, method, params]) => new Promise((resolve) => {
     });
     window.parent.postMessage({ jsonrpc: "2.0", id, method, params }, "*");
 })"""
+
+
+def test_a_list_answer_that_comes_mid_click_does_not_lose_the_click(server, browser):
+    """The lists are fetched again whenever the headers change. An answer
+    that comes between the button going down on an entry and coming up must
+    leave that entry in place: replaced under the pointer, the click would go
+    to the list and pick nothing (the page once lost a click so)."""
+    page = explorer(server, browser)
+    box = page.locator('#tools li[data-tool="sales.chart"] .name').bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    # The change marks the lists busy at once (in the event's handler);
+    # they are done once the answers are in.
+    page.dispatch_event("#headers", "change")
+    page.wait_for_selector('#tools[aria-busy="false"]')
+    page.mouse.up()
+    page.wait_for_selector("#f-region")
+    assert page.locator("#detail h2").inner_text().startswith("Sales chart")
+    page.close()
 
 
 def test_a_tool_with_an_app_is_marked_and_its_view_runs_sandboxed(server, browser):
