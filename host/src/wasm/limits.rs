@@ -44,6 +44,7 @@ pub fn arm(
     // The call's age for its CPU turns (see [`super::sched`]): when the
     // store was readied for it.
     let since = deadline.checked_sub(limits.deadline).unwrap_or(deadline);
+    sched.starting();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         let now = Instant::now();
@@ -60,6 +61,20 @@ pub fn arm(
             later: ran > 1,
             age: if long { now } else { since },
         };
+        if long && sched.calls_starting() {
+            // Other calls are starting: rest a tick (without the CPU
+            // permit, with the long-running one) before asking again, so
+            // the core this call ran on is theirs half the time.
+            turn.rest();
+            let wait = turn.wait(&sched, long, key, deadline, cancel.clone());
+            return Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    tokio::time::sleep(super::engine::EPOCH_TICK).await;
+                    wait.await
+                }),
+            ));
+        }
         if turn.next_tick(&sched, long, key) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest

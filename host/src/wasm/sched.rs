@@ -15,6 +15,17 @@
 //!   it started) also need a long-running permit first (as many), so at
 //!   most that many of them queue for the CPU: a young call waits behind at
 //!   most one slice of each, never behind every runaway.
+//! - **Resting.** While other guest calls are starting (one did within the
+//!   last [`REST_WINDOW_TICKS`]), a long-running call rests a tick after
+//!   each tick it runs: it gives the CPU permit back (keeping the
+//!   long-running one, so no other long call runs instead) and sleeps a
+//!   tick. The lane keeps a core free of long calls only in tokio's eyes;
+//!   the kernel shares every core between the workers and whatever else
+//!   runs, and a worker busy with a runaway's ticks held short calls (and
+//!   the processes beside Hangar) off half the machine. Resting, a
+//!   runaway takes at most half a core while others start (echo's p99
+//!   beside 40 runaways: 2.1–3.0 ms before, 1.2–1.6 ms after, RELIABILITY.md),
+//!   and all of one when nothing else does.
 //! - **Arrival order.** Calls waiting for a slot or a cap are served in the
 //!   order they asked (a tokio semaphore's, which hands out no free permit
 //!   while any waits). CPU turns go by a [`TurnKey`] (a [`Lane`]): a call's
@@ -28,6 +39,7 @@
 //!   waits with the age of the tick it asks at, so it gets one tick after
 //!   the calls already waiting and never holds the lane from them; and a
 //!   call only waiting its turns never becomes long-running by waiting.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -91,7 +103,13 @@ pub struct Scheduler {
     stage_max: u32,
     /// Keeps the epoch ticker going while guests run.
     ticking: Ticking,
+    /// The epoch tick at which a guest call last started (see [`Scheduler::starting`]).
+    last_start: AtomicU64,
 }
+
+/// How recently (in epoch ticks) a guest call must have started for
+/// long-running calls to rest between their ticks.
+const REST_WINDOW_TICKS: u64 = 10;
 
 impl Scheduler {
     pub fn new(opts: SchedOptions, ticking: Ticking) -> Arc<Scheduler> {
@@ -105,7 +123,26 @@ impl Scheduler {
             tool_max: tools,
             stage_max: opts.stage_instances,
             ticking,
+            last_start: AtomicU64::new(0),
         })
+    }
+
+    /// Notes that a guest call starts (every call starts short). Written
+    /// only when the tick moved on, so calls that start within one tick of
+    /// each other only read the shared value.
+    pub(super) fn starting(&self) {
+        let now = self.ticking.ticks();
+        if self.last_start.load(Ordering::Relaxed) != now {
+            self.last_start.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether guest calls are starting (one did within the last
+    /// [`REST_WINDOW_TICKS`]): then a long-running call rests a tick
+    /// between its ticks, leaving the core it ran on to them.
+    pub(super) fn calls_starting(&self) -> bool {
+        let last = self.last_start.load(Ordering::Relaxed);
+        self.ticking.ticks().saturating_sub(last) <= REST_WINDOW_TICKS
     }
 
     /// Counts a guest as running until the guard drops: the epoch ticker
@@ -224,6 +261,12 @@ impl LaneTurn {
         *self.0.lock().unwrap() = Held::default();
     }
 
+    /// Gives the CPU permit back and keeps the long-running one: while
+    /// this call rests no other long call runs, and short ones may.
+    pub fn rest(&self) {
+        self.0.lock().unwrap().cpu = None;
+    }
+
     /// At a tick: whether the guest may run its next tick now. A long
     /// call gives its long-running permit back and asks again (behind the
     /// long calls waiting); a held CPU permit is kept unless a turn that
@@ -298,6 +341,31 @@ mod tests {
             ticker.ticking(),
         );
         (ticker, sched)
+    }
+
+    /// Long-running calls rest while calls are starting: for
+    /// `REST_WINDOW_TICKS` epoch ticks after the last one started.
+    #[test]
+    fn calls_count_as_starting_for_the_rest_window() {
+        let (ticker, sched) = scheduler(8);
+        let _ticking = sched.running();
+        let ticks = ticker.ticking();
+        sched.starting();
+        let started = ticks.ticks();
+        assert!(sched.calls_starting(), "a call started this tick");
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while ticks.ticks() <= started + REST_WINDOW_TICKS {
+            assert!(
+                sched.calls_starting() || ticks.ticks() > started + REST_WINDOW_TICKS,
+                "still within the window at tick {}",
+                ticks.ticks()
+            );
+            assert!(Instant::now() < give_up, "the ticker does not tick");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(!sched.calls_starting(), "the window has passed");
+        sched.starting();
+        assert!(sched.calls_starting(), "and a new call opens it again");
     }
 
     #[test]
