@@ -50,10 +50,10 @@ fn start_purger() {
 /// How often at most a runtime worker that goes idle collects its heap.
 const WORKER_COLLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The purger's collection hands back what mimalloc's arenas hold, but a
-/// page freed in a worker's segments is purged (after mimalloc's 10 ms
-/// delay) only when that worker next collects, and a worker that freed a
-/// big result and then went idle never did: after `scripts/abuse`'s floods
+/// The purger's collection hands back what it can reach, but memory a
+/// worker's heap freed is purged (after mimalloc's 1 s purge delay) only
+/// when that worker next collects, and a worker that freed a big result
+/// and then went idle never did: after `scripts/abuse`'s floods
 /// the server stayed 8–26 MiB above where it began (goal 16), most of it
 /// in mimalloc's arena. So a worker that parks collects its heap, delayed
 /// purges included (`force`), at most every [`WORKER_COLLECT_EVERY`]: a
