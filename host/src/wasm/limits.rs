@@ -61,21 +61,13 @@ pub fn arm(
             later: ran > 1,
             age: if long { now } else { since },
         };
-        if long && sched.calls_starting() {
-            // Other calls are starting: rest a tick (without the CPU
-            // permit, with the long-running one) before asking again, so
-            // the core this call ran on is theirs half the time.
+        // While other calls are starting, a long call rests a tick (without
+        // the CPU permit, with the long-running one) before asking again,
+        // so the core it ran on is theirs half the time.
+        let rests = long && sched.calls_starting();
+        if rests {
             turn.rest();
-            let wait = turn.wait(&sched, long, key, deadline, cancel.clone());
-            return Ok(UpdateDeadline::YieldCustom(
-                1,
-                Box::pin(async move {
-                    tokio::time::sleep(super::engine::EPOCH_TICK).await;
-                    wait.await
-                }),
-            ));
-        }
-        if turn.next_tick(&sched, long, key) {
+        } else if turn.next_tick(&sched, long, key) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest
             // re-polled that way kept its worker from short calls).
@@ -85,7 +77,16 @@ pub fn arm(
             ));
         }
         let wait = turn.wait(&sched, long, key, deadline, cancel.clone());
-        Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
+        if !rests {
+            return Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)));
+        }
+        Ok(UpdateDeadline::YieldCustom(
+            1,
+            Box::pin(async move {
+                tokio::time::sleep(super::engine::EPOCH_TICK).await;
+                wait.await
+            }),
+        ))
     });
 }
 
