@@ -155,6 +155,8 @@ host_clippy() {
 # compile every dependency a second time, in check mode (~4 minutes here).
 # Where the host toolchain has no clippy-driver (Debian's rustc-web), the
 # lints run through `host_clippy` first and the build is plain.
+# scripts/rustc-workspace runs the driver, and compiles the unit tests'
+# harnesses unoptimised (see there).
 host_cargo_linted() {
   host_toolchain
   local driver
@@ -162,11 +164,11 @@ host_cargo_linted() {
     clippy-driver 2>/dev/null || true)"
   if [ -z "$driver" ] || [ ! -x "$driver" ]; then
     host_clippy --quiet --release --all-targets -p hangar -- -D warnings
-    host_cargo "$@"
+    RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/rustc-workspace" host_cargo "$@"
     return
   fi
-  RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
-    host_cargo "$@"
+  RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/rustc-workspace" HANGAR_CLIPPY_DRIVER="$driver" \
+    CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" host_cargo "$@"
 }
 
 # Builds the Rust guests only (no python3 or npm needed): the examples into
