@@ -164,8 +164,7 @@ host_cargo_linted() {
     clippy-driver 2>/dev/null || true)"
   if [ -z "$driver" ] || [ ! -x "$driver" ]; then
     host_clippy --quiet --release --all-targets -p hangar -- -D warnings
-    RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/rustc-workspace" host_cargo "$@"
-    return
+    driver=""
   fi
   RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/rustc-workspace" HANGAR_CLIPPY_DRIVER="$driver" \
     CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" host_cargo "$@"
