@@ -113,14 +113,17 @@ def answer_once_free(c, tool, arguments, **kw):
 
 # The spin_wait calls run to a 4 s deadline: the checks made while they hold
 # their permits must fit inside it also when other test workers load the
-# cores (with 2 s, a probe window of 1.5 s was once too short).
+# cores (with 2 s, a probe window of 1.5 s was once too short). They wait
+# for their permits as long as it takes: a probe holds one while it runs,
+# and on a loaded machine a probe ran past the 100 ms the probes wait, so a
+# spin_wait with that wait was refused and the cap never filled.
 PLUGIN_CAP_CONFIG = """
 [plugins.misbehave]
 limits = { max_concurrent = 2, queue_timeout = "100ms" }
 
 [[tools]]
 name = "spin_wait"
-limits = { deadline = "4s" }
+limits = { deadline = "4s", queue_timeout = "10s" }
 """
 
 
@@ -196,9 +199,11 @@ config = {{ keys = "alice={API_KEY}, bob=other-key" }}
 name = "echo"
 auth = {{ plugin = "api-key", policy = {{ header = "x-api-key" }} }}
 
+# The spin_wait calls wait for their slots as long as it takes (a probe
+# holds one while it runs); see PLUGIN_CAP_CONFIG.
 [[tools]]
 name = "spin_wait"
-limits = {{ deadline = "2s" }}
+limits = {{ deadline = "4s", queue_timeout = "10s" }}
 """
 
 
@@ -211,7 +216,7 @@ def test_a_full_instance_pool_makes_calls_busy_never_unauthorized(start_server):
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         spinning = [pool.submit(call, server, "spin_wait") for _ in range(6)]
-        assert_busy(probe_until_busy(c, "counter", 1.5, "six spin_wait calls to fill the tool slots"))
+        assert_busy(probe_until_busy(c, "counter", 3, "six spin_wait calls to fill the tool slots"))
 
         # The key is checked (in a stage slot) and accepted; the handler finds no slot.
         r = c.call("echo", {"text": "x"}, headers=good)
@@ -232,7 +237,7 @@ def test_a_full_instance_pool_makes_calls_busy_never_unauthorized(start_server):
         assert not any(f.done() for f in spinning), "the spin_wait calls ended before the checks"
         results = [f.result() for f in spinning]
     # All six ran to their deadline: tool calls got exactly the non-stage slots.
-    assert [r["error"]["message"] for r in results] == [deadline_error(2000)] * 6
+    assert [r["error"]["message"] for r in results] == [deadline_error(4000)] * 6
 
     assert text_of(answer_once_free(c, "echo", {"text": "after"}, headers=good)) == "after"
 
