@@ -5,6 +5,7 @@
 //! engine's compatibility hash, so a changed file or engine setting never
 //! loads stale code.
 
+use std::fs::{File, OpenOptions, TryLockError};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +41,11 @@ impl CompiledCache {
     }
 
     /// Loads the component for `bytes` (read from `path`), from the cache when possible.
+    ///
+    /// A component not in the cache is compiled under its entry's lock (a
+    /// `.lock` file beside it), so processes sharing the directory (replicas
+    /// started together) and loader threads given the same bytes compile it
+    /// once: the others wait, then read what it wrote.
     pub fn load(
         &self,
         engine: &Engine,
@@ -47,16 +53,14 @@ impl CompiledCache {
         bytes: &[u8],
     ) -> anyhow::Result<(Component, Origin)> {
         let entry = self.entry_for(bytes);
-        if entry.exists() {
-            // SAFETY: entries are written only by `store` below from a
-            // `Component::serialize` of this engine configuration (the key
-            // includes its compatibility hash); wasmtime also checks the header.
-            match unsafe { Component::deserialize_file(engine, &entry) } {
-                Ok(c) => return Ok((c, Origin::Cache)),
-                Err(e) => {
-                    tracing::warn!(entry = %entry.display(), "stale cache entry, recompiling: {e}")
-                }
-            }
+        if let Some(component) = cached(engine, &entry) {
+            return Ok((component, Origin::Cache));
+        }
+        let lock = self.lock(&entry, path);
+        if lock.is_some()
+            && let Some(component) = cached(engine, &entry)
+        {
+            return Ok((component, Origin::Cache));
         }
         // Compiling a Python or JavaScript component takes seconds: say so
         // first, so a first start-up does not look hung.
@@ -65,7 +69,41 @@ impl CompiledCache {
         if let Err(e) = self.store(&entry, &component) {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache: {e}");
         }
+        drop(lock);
         Ok((component, Origin::Compiled))
+    }
+
+    /// Holds `entry`'s lock (waiting while another process or thread holds
+    /// it); `None` where the directory or the lock cannot be had (a
+    /// read-only or network file system), and each compiles on its own.
+    /// Lock files stay: removing one would race with a process opening it.
+    fn lock(&self, entry: &Path, path: &Path) -> Option<File> {
+        let at = entry.with_extension("lock");
+        let file = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| {
+                OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&at)
+            })
+            .inspect_err(|e| tracing::debug!(lock = %at.display(), "no compile lock: {e}"))
+            .ok()?;
+        match file.try_lock() {
+            Ok(()) => return Some(file),
+            Err(TryLockError::WouldBlock) => tracing::info!(
+                path = %path.display(),
+                "another process or thread is compiling this component; waiting for it"
+            ),
+            Err(TryLockError::Error(e)) => {
+                tracing::debug!(lock = %at.display(), "no compile lock: {e}");
+                return None;
+            }
+        }
+        file.lock()
+            .inspect_err(|e| tracing::debug!(lock = %at.display(), "no compile lock: {e}"))
+            .ok()?;
+        Some(file)
     }
 
     fn entry_for(&self, bytes: &[u8]) -> PathBuf {
@@ -88,6 +126,23 @@ impl CompiledCache {
         std::fs::write(&tmp, data)?;
         std::fs::rename(&tmp, entry)?;
         Ok(())
+    }
+}
+
+/// The component in `entry`, when there is one this engine can load.
+fn cached(engine: &Engine, entry: &Path) -> Option<Component> {
+    if !entry.exists() {
+        return None;
+    }
+    // SAFETY: entries are written only by `CompiledCache::store` from a
+    // `Component::serialize` of this engine configuration (the key includes
+    // its compatibility hash); wasmtime also checks the header.
+    match unsafe { Component::deserialize_file(engine, entry) } {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(entry = %entry.display(), "stale cache entry, recompiling: {e}");
+            None
+        }
     }
 }
 
@@ -131,5 +186,32 @@ mod tests {
             .collect();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(left.len(), 1, "temporary files left: {left:?}");
+    }
+
+    #[test]
+    fn the_same_bytes_loaded_at_once_compile_once() {
+        let engine = Engine::default();
+        for _ in 0..50 {
+            let dir = std::env::temp_dir().join(format!("hangar-cache-{}", uuid::Uuid::new_v4()));
+            let cache = CompiledCache::new(&dir, &engine);
+            let start = std::sync::Barrier::new(2);
+            let mut origins: Vec<Origin> = std::thread::scope(|s| {
+                let loads: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            cache.load(&engine, Path::new("empty.wasm"), EMPTY_COMPONENT)
+                        })
+                    })
+                    .collect();
+                loads
+                    .into_iter()
+                    .map(|load| load.join().unwrap().unwrap().1)
+                    .collect()
+            });
+            std::fs::remove_dir_all(&dir).unwrap();
+            origins.sort_by_key(|o| *o == Origin::Compiled);
+            assert_eq!(origins, [Origin::Cache, Origin::Compiled]);
+        }
     }
 }
