@@ -62,12 +62,14 @@ pub fn arm(
             age: if long { now } else { since },
         };
         // While other calls are starting, a long call rests a tick (without
-        // the CPU permit, with the long-running one) before asking again,
-        // so the core it ran on is theirs half the time.
-        let rests = long && sched.calls_starting();
-        if rests {
+        // the CPU permit, with the long-running one) before asking again for
+        // both, so the core it ran on is theirs half the time.
+        if long && sched.calls_starting() {
             turn.rest();
-        } else if turn.next_tick(&sched, long, key) {
+            let rest = turn.rest_then_wait(&sched, key, deadline, cancel.clone());
+            return Ok(UpdateDeadline::YieldCustom(1, Box::pin(rest)));
+        }
+        if turn.next_tick(&sched, long, key) {
             // tokio's own yield puts the task behind the others (wasmtime's
             // plain `Yield` wakes it at once, and measured here a guest
             // re-polled that way kept its worker from short calls).
@@ -77,16 +79,7 @@ pub fn arm(
             ));
         }
         let wait = turn.wait(&sched, long, key, deadline, cancel.clone());
-        if !rests {
-            return Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)));
-        }
-        Ok(UpdateDeadline::YieldCustom(
-            1,
-            Box::pin(async move {
-                tokio::time::sleep(super::engine::EPOCH_TICK).await;
-                wait.await
-            }),
-        ))
+        Ok(UpdateDeadline::YieldCustom(1, Box::pin(wait)))
     });
 }
 

@@ -18,8 +18,9 @@
 //! - **Resting.** While other guest calls are starting (one did within the
 //!   last [`REST_WINDOW_TICKS`]), a long-running call rests a tick after
 //!   each tick it runs: it gives the CPU permit back (keeping the
-//!   long-running one, so no other long call runs instead) and sleeps a
-//!   tick. The lane keeps a core free of long calls only in tokio's eyes;
+//!   long-running one, so no other long call runs instead), sleeps a
+//!   tick, then gives the long-running permit back too and asks for both
+//!   again, behind the long calls waiting. The lane keeps a core free of long calls only in tokio's eyes;
 //!   the kernel shares every core between the workers and whatever else
 //!   runs, and a worker busy with a runaway's ticks held short calls (and
 //!   the processes beside Hangar) off half the machine. Resting, a
@@ -267,6 +268,27 @@ impl LaneTurn {
         self.0.lock().unwrap().cpu = None;
     }
 
+    /// After [`LaneTurn::rest`]: sleeps a tick, gives the long-running
+    /// permit back, then [`LaneTurn::wait`]s for both permits, behind the
+    /// long calls already waiting. Kept through the rest and the wait
+    /// after it, the long permit made every other long call wait for as
+    /// long as calls kept starting: until this one ended or met its deadline.
+    pub fn rest_then_wait(
+        &self,
+        sched: &Scheduler,
+        key: TurnKey,
+        deadline: Instant,
+        cancel: CancelToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let turn = self.clone();
+        let wait = self.wait(sched, true, key, deadline, cancel);
+        async move {
+            tokio::time::sleep(super::engine::EPOCH_TICK).await;
+            turn.0.lock().unwrap().long = None;
+            wait.await
+        }
+    }
+
     /// At a tick: whether the guest may run its next tick now. A long
     /// call gives its long-running permit back and asks again (behind the
     /// long calls waiting); a held CPU permit is kept unless a turn that
@@ -449,6 +471,51 @@ mod tests {
             got.push(order.recv().await.unwrap());
         }
         assert_eq!(got, vec!["first", "a", "b", "c", "d", "long"]);
+    }
+
+    /// A long call that rests gives its long-running permit back after the
+    /// rest: a long call waiting for it runs first, and the rested one asks
+    /// again behind it.
+    #[tokio::test]
+    async fn a_resting_long_call_hands_the_long_lane_to_one_waiting() {
+        let (_ticker, sched) = scheduler(8);
+        let later = Instant::now() + Duration::from_secs(30);
+        let key = || TurnKey {
+            later: true,
+            age: Instant::now(),
+        };
+        let resting = LaneTurn::default();
+        assert!(
+            resting.next_tick(&sched, true, key()),
+            "both permits are free"
+        );
+        // Another long call asks while the first runs its tick.
+        let waiting = LaneTurn::default();
+        assert!(
+            !waiting.next_tick(&sched, true, key()),
+            "the long lane is held"
+        );
+        let (served, mut order) = tokio::sync::mpsc::unbounded_channel();
+        let wait = waiting.wait(&sched, true, key(), later, CancelToken::default());
+        let waiter = waiting.clone();
+        let tell = served.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
+            tell.send("waiting").unwrap();
+            // Runs its tick, then ends.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            waiter.release();
+        });
+        tokio::task::yield_now().await;
+        // The first call rests (calls are starting), then asks again.
+        resting.rest();
+        let rest = resting.rest_then_wait(&sched, key(), later, CancelToken::default());
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), rest).await;
+            served.send("rested").unwrap();
+        });
+        let got = vec![order.recv().await.unwrap(), order.recv().await.unwrap()];
+        assert_eq!(got, vec!["waiting", "rested"]);
     }
 
     #[tokio::test]
