@@ -1,11 +1,13 @@
 """Discovery, the compiled-component cache, `hangar check`, and /healthz."""
 
+import os
 import re
 import shutil
+import subprocess
 
 import httpx
 
-from conftest import Server, plugin_path, run_hangar
+from conftest import HANGAR_BIN, Server, plugin_path, run_hangar
 
 
 def write_config(tmp_path, cache, extra=""):
@@ -49,6 +51,22 @@ def test_second_start_compiles_nothing(tmp_path):
         assert re.search(r"from_cache=1 compiled=0", s.log_text()), s.log_text()
     finally:
         s.stop()
+
+
+def test_processes_sharing_a_cache_compile_each_component_once(tmp_path):
+    """Replicas started together with one cache_dir: the first to reach a
+    component compiles it under the entry's lock, the other waits and reads
+    it (without the lock both compile: each takes seconds here)."""
+    cfg = write_config(tmp_path, tmp_path / "cache")
+    d = plugins_dir(tmp_path, "everything", "misbehave")
+    argv = [str(HANGAR_BIN), "check", "--config", str(cfg), "--plugins", str(d)]
+    env = {**os.environ, "NO_COLOR": "1"}
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    counts = [summary(out) for out, _ in outs]
+    assert sum(c[1] for c in counts) == 2 and sum(c[2] for c in counts) == 2, counts
 
 
 def test_check_fails_on_a_missing_configured_plugin(tmp_path):
