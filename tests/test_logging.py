@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import httpx
+import pytest
 
-from conftest import HANGAR_BIN, Mcp, Server, plugin_path
+from conftest import HANGAR_BIN, Mcp, Server, plugin_path, wait_for
 
 SECRET_ARG = "do-not-log-this-7f3a"
 
@@ -85,3 +86,25 @@ def test_no_access_line_is_lost_under_load_or_at_shutdown(tmp_path, shared_cache
     assert len(access) == calls, f"{len(access)} access lines for {calls} calls"
     trace_ids = {line.split("trace_id=")[1] for line in access}
     assert len(trace_ids) == calls
+
+
+def test_a_rest_call_whose_client_hangs_up_leaves_a_cancelled_access_line(tmp_path, shared_cache):
+    # The guest sleeps 30 s in one host call; the client gives up after 1 s
+    # and closes its connection. The call is cancelled and ends through the
+    # pipeline: one access line, outcome "cancelled", long before its deadline.
+    config = '[[tools]]\nname = "sleep_once"\nlimits = { deadline = "20s" }\n'
+    s = Server(tmp_path, ["echo", "abuse"], config, shared_cache).start()
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(s.url + "/tools/sleep_once/call", json={"seconds": 30}, timeout=1)
+
+        def cancelled():
+            return [line for line in log_lines(s)
+                    if "hangar::access" in line and 'tool="sleep_once"' in line]
+        lines = wait_for(cancelled, 10, "the abandoned call's access line")
+        assert len(lines) == 1, lines
+        assert 'transport="rest"' in lines[0] and 'outcome="cancelled"' in lines[0], lines[0]
+        ok = httpx.post(s.url + "/tools/echo/call", json={"text": "still here"}, timeout=10)
+        assert ok.status_code == 200, ok.text
+    finally:
+        s.stop()
