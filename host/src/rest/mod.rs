@@ -134,20 +134,26 @@ async fn call(Path(name): Path<String>, caller: Caller, body: Bytes) -> Response
     let args: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({}));
     let path = format!("/tools/{name}/call");
     let mut cx = caller.context("POST", &path);
-    let trace_id = cx.trace_id.clone();
     // The call runs in a task of its own, cancelled when this handler is
     // dropped (hyper drops it when the client hangs up): it then ends
     // through the pipeline as a cancelled call, with its access line and
-    // its count, instead of vanishing mid-stage with neither.
+    // its count, instead of vanishing mid-stage with neither. The task
+    // hands back the trace id, which the call's span may have set.
     let _cancel_on_drop = cx.cancel.drop_guard();
-    let task = tokio::spawn(async move { Box::pin(p.call(&name, args, &mut cx)).await });
-    let result = match task.await {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => return call_error(&e, &trace_id),
+    let task = tokio::spawn(async move {
+        let outcome = Box::pin(p.call(&name, args, &mut cx)).await;
+        (outcome, cx.trace_id)
+    });
+    let (outcome, trace_id) = match task.await {
+        Ok(ended) => ended,
         Err(e) => {
-            tracing::error!(trace_id, "call task failed: {e}");
+            tracing::error!("call task failed: {e}");
             return error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error");
         }
+    };
+    let result = match outcome {
+        Ok(result) => result,
+        Err(e) => return call_error(&e, &trace_id),
     };
     let status = if result.is_error {
         StatusCode::INTERNAL_SERVER_ERROR
