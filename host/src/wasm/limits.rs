@@ -65,7 +65,6 @@ pub fn arm(
         // the CPU permit, with the long-running one) before asking again for
         // both, so the core it ran on is theirs half the time.
         if long && sched.calls_starting() {
-            turn.rest();
             let rest = turn.rest_then_wait(&sched, key, deadline, cancel.clone());
             return Ok(UpdateDeadline::YieldCustom(1, Box::pin(rest)));
         }

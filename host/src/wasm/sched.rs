@@ -268,7 +268,7 @@ impl LaneTurn {
         self.0.lock().unwrap().cpu = None;
     }
 
-    /// After [`LaneTurn::rest`]: sleeps a tick, gives the long-running
+    /// Rests ([`LaneTurn::rest`]): sleeps a tick, gives the long-running
     /// permit back, then [`LaneTurn::wait`]s for both permits, behind the
     /// long calls already waiting. Kept through the rest and the wait
     /// after it, the long permit made every other long call wait for as
@@ -280,6 +280,7 @@ impl LaneTurn {
         deadline: Instant,
         cancel: CancelToken,
     ) -> impl Future<Output = ()> + Send + 'static {
+        self.rest();
         let turn = self.clone();
         let wait = self.wait(sched, true, key, deadline, cancel);
         async move {
@@ -508,7 +509,6 @@ mod tests {
         });
         tokio::task::yield_now().await;
         // The first call rests (calls are starting), then asks again.
-        resting.rest();
         let rest = resting.rest_then_wait(&sched, key(), later, CancelToken::default());
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(10), rest).await;
