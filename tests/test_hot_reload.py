@@ -191,15 +191,23 @@ def call_in_thread(server, name, arguments):
     return t, reply
 
 
-def connections(server):
-    return health(server)["http"]["connections"]
+def running_calls(server):
+    """Guest instances in use: a sleeping call holds one while it runs."""
+    return value(scrape(server), "hangar_wasm_instances_in_use", pool="tools")
+
+
+def wait_until_running(server, before):
+    """Waits until the call just started runs in its guest: its connection
+    alone is not enough, since a request that has not arrived when the
+    server stops is an idle connection, closed at once."""
+    wait_for(lambda: running_calls(server) > before, 30, "the call to run")
 
 
 def test_a_call_in_flight_during_a_reload_finishes(start_server):
     server = start_server(plugins=("echo", "abuse"))
-    idle = connections(server)
+    idle = running_calls(server)
     t, reply = call_in_thread(server, "sleep_once", {"seconds": 3})
-    wait_for(lambda: connections(server) > idle, 30, "the call's connection")
+    wait_until_running(server, idle)
     # The reload takes the running call's tool away.
     (server.plugins_dir / "abuse.wasm").unlink()
     wait_for(lambda: "sleep_once" not in tool_names(server), 30, "the reload")
@@ -210,9 +218,9 @@ def test_a_call_in_flight_during_a_reload_finishes(start_server):
 
 def test_sigterm_lets_the_running_call_finish_and_refuses_new_connections(start_server):
     server = start_server(plugins=("echo", "abuse"), config='shutdown_grace = "30s"\n')
-    idle = connections(server)
+    idle = running_calls(server)
     t, reply = call_in_thread(server, "sleep_once", {"seconds": 3})
-    wait_for(lambda: connections(server) > idle, 30, "the call's connection")
+    wait_until_running(server, idle)
     server.proc.send_signal(signal.SIGTERM)
 
     def refused():
@@ -230,9 +238,9 @@ def test_sigterm_lets_the_running_call_finish_and_refuses_new_connections(start_
 
 def test_calls_past_the_shutdown_grace_are_cancelled(start_server):
     server = start_server(plugins=("echo", "abuse"), config='shutdown_grace = "1s"\n')
-    idle = connections(server)
+    idle = running_calls(server)
     t, reply = call_in_thread(server, "sleep_once", {"seconds": 60})
-    wait_for(lambda: connections(server) > idle, 30, "the call's connection")
+    wait_until_running(server, idle)
     server.proc.send_signal(signal.SIGTERM)
     # The process exits well before the call would have ended; the call gets no answer.
     assert server.proc.wait(30) == 0
