@@ -285,3 +285,87 @@ signing_key = "hangar-test-cluster-signing-key"
     finally:
         a.stop()
         b.stop()
+
+
+# --- behind a trusted proxy: the client cannot steer X-Forwarded-For from the left -----------
+
+BEHIND_PROXY = """
+trusted_proxies = ["127.0.0.1"]
+auth_failures = "3/m"
+max_sessions_per_client = 2
+
+[auth]
+plugin = "api-key"
+
+[plugins.api-key]
+config = { keys = "someone=right-key" }
+"""
+
+
+def xff(value, **headers):
+    return {"x-forwarded-for": value, **headers}
+
+
+def wrong_key_codes(s, hops):
+    return [httpx.post(s.url + "/tools/echo/call", json={"text": "x"},
+                       headers=xff(hop, **{"x-api-key": f"wrong-{i}"})).status_code
+            for i, hop in enumerate(hops)]
+
+
+def test_a_junk_hop_does_not_buy_unlimited_guesses(start_server):
+    """The peer (127.0.0.1) is a trusted proxy that appended nothing after
+    the client's own `7.7.7.N, junk`: every guess counts against the peer,
+    whatever N the client makes up, so the fourth is throttled."""
+    s = start_server(plugins=("echo", "api-key"), config=BEHIND_PROXY)
+    started = time.monotonic()
+    codes = wrong_key_codes(s, [f"7.7.7.{n}, junk" for n in range(8)])
+    took = time.monotonic() - started
+    assert codes[:4] == [401, 401, 401, 429], codes
+    # "3/m" refills one check every 20 s: a machine that slow lets one
+    # more through per 20 s, never one per made-up address.
+    assert codes[3:].count(401) <= took // 20, (codes, took)
+
+
+def test_a_junk_hop_cannot_lock_out_someone_else(start_server):
+    """`192.0.2.99, junk` names 192.0.2.99 only from the left of an
+    unreadable hop: the guesses count against the peer, and 192.0.2.99,
+    coming through the proxy with the right key, is served."""
+    s = start_server(plugins=("echo", "api-key"), config=BEHIND_PROXY)
+    codes = wrong_key_codes(s, ["192.0.2.99, junk"] * 5)
+    assert codes[3:] == [429, 429], codes
+    ok = httpx.post(s.url + "/tools/echo/call", json={"text": "x"},
+                    headers=xff("192.0.2.99", **{"x-api-key": "right-key"}))
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_proxy_that_appends_ports_keeps_each_client_apart(start_server):
+    """`ip:port` and `[v6]:port` hops are read: each client is throttled on
+    its own, and another client behind the same proxy is not."""
+    s = start_server(plugins=("echo", "api-key"), config=BEHIND_PROXY)
+    codes = wrong_key_codes(s, [f"1.2.3.4, 198.51.100.7:{40000 + i}" for i in range(5)])
+    assert codes == [401, 401, 401, 429, 429], codes
+    v6 = wrong_key_codes(s, [f"[2001:db8:5::1]:{50000 + i}" for i in range(4)])
+    assert v6 == [401, 401, 401, 429], v6
+    ok = httpx.post(s.url + "/tools/echo/call", json={"text": "x"},
+                    headers=xff("198.51.100.8:40000", **{"x-api-key": "right-key"}))
+    assert ok.status_code == 200, ok.text
+
+
+def test_per_client_caps_behind_a_proxy_hold_against_junk_hops(start_server):
+    """Sessions per client: made-up left hops before junk are one client
+    (the proxy's peer), so the third session is refused; a client named by
+    the proxy with a port is one client whatever its port."""
+    s = start_server(plugins=("echo", "api-key"), config=BEHIND_PROXY)
+    http = http_from("127.0.0.1")
+    codes = [http.post(s.url + "/mcp", headers={**ACCEPT, **xff(f"7.7.7.{n}, junk")}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                   "clientInfo": {"name": "caps-test", "version": "0"}}}).status_code
+        for n in range(4)]
+    assert codes == [200, 200, 429, 429], codes
+    codes = [http.post(s.url + "/mcp", headers={**ACCEPT, **xff(f"203.0.113.5:{1000 + n}")}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                   "clientInfo": {"name": "caps-test", "version": "0"}}}).status_code
+        for n in range(3)]
+    assert codes == [200, 200, 429], codes

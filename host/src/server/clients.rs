@@ -1,7 +1,8 @@
 //! Who the client is when Hangar stands behind a balancer: the peer's
 //! address, unless the peer is one of `[server] trusted_proxies`, in which
 //! case the nearest address in `X-Forwarded-For` that is not itself a
-//! trusted proxy. The request's `ConnectInfo` is rewritten to it once, so
+//! trusted proxy — read from the right, and never past a hop that is not an
+//! address (a client may write anything at the left end of the header). The request's `ConnectInfo` is rewritten to it once, so
 //! rate limits, the auth-failure limiter, per-client caps and access lines
 //! all see the client, not the balancer. From anyone else the header is
 //! ignored: a client cannot name itself someone else.
@@ -28,25 +29,60 @@ impl Proxies {
     }
 
     /// The client behind `peer`, as the trusted chain tells it.
+    ///
+    /// Each proxy appends the address it received from, so the header is
+    /// read from the right: past the trusted proxies, to the first address
+    /// the chain vouches for. A hop that is not an address (`junk`,
+    /// `unknown`, an obfuscated name) ends the chain there: whatever stands
+    /// left of it was written by someone no trusted proxy vouches for, so
+    /// the client is the last trusted hop read (the proxy that received the
+    /// junk), never an address from beyond it.
     pub fn client(&self, peer: SocketAddr, headers: &HeaderMap) -> SocketAddr {
         if !self.trusted(peer.ip()) {
             return peer;
         }
-        // Each proxy appends the address it received from: read from the
-        // right, past the trusted ones, to the first the chain vouches for.
-        let hops: Vec<IpAddr> = headers
+        // Several header lines are one list, in order (RFC 9110 5.3); a line
+        // that is not text is a hop that cannot be read.
+        let hops: Vec<Option<IpAddr>> = headers
             .get_all("x-forwarded-for")
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map_while(|hop| hop.trim().parse::<IpAddr>().ok())
+            .flat_map(|v| match v.to_str() {
+                Ok(v) => v.split(',').map(parse_hop).collect::<Vec<_>>(),
+                Err(_) => vec![None],
+            })
             .collect();
-        match hops.iter().rev().find(|ip| !self.trusted(**ip)) {
-            Some(ip) => SocketAddr::new(*ip, 0),
-            // All trusted (or no header): the leftmost, else the peer.
-            None => hops.first().map_or(peer, |ip| SocketAddr::new(*ip, 0)),
+        let mut vouched = peer;
+        for hop in hops.iter().rev() {
+            match hop {
+                Some(ip) if self.trusted(*ip) => vouched = SocketAddr::new(*ip, 0),
+                Some(ip) => return SocketAddr::new(*ip, 0),
+                None => break,
+            }
         }
+        // Every hop read was a trusted proxy (or there was none): the
+        // leftmost of them, else the peer.
+        vouched
     }
+}
+
+/// One hop of `X-Forwarded-For` as proxies write it: `192.0.2.1`,
+/// `192.0.2.1:4711`, `2001:db8::1`, `[2001:db8::1]` or `[2001:db8::1]:4711`.
+/// Anything else is not an address.
+/// An IPv4-mapped IPv6 address is read as the IPv4 one, so a client is one
+/// client whichever way a proxy wrote it.
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim();
+    let ip = hop
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| hop.parse::<SocketAddr>().ok().map(|a| a.ip()))
+        .or_else(|| {
+            hop.strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .and_then(|h| h.parse::<std::net::Ipv6Addr>().ok())
+                .map(IpAddr::V6)
+        })?;
+    Some(ip.to_canonical())
 }
 
 /// Rewrites the request's `ConnectInfo` to the client behind a trusted proxy.
@@ -113,6 +149,101 @@ mod tests {
         assert_eq!(
             p.client(mapped, &xff("192.0.2.1")).ip(),
             "192.0.2.1".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn every_form_of_a_hop_is_read() {
+        for (hop, want) in [
+            ("192.0.2.1", "192.0.2.1"),
+            (" 192.0.2.1:4711 ", "192.0.2.1"),
+            ("2001:db8::1", "2001:db8::1"),
+            ("[2001:db8::1]", "2001:db8::1"),
+            ("[2001:db8::1]:443", "2001:db8::1"),
+            ("::ffff:192.0.2.1", "192.0.2.1"),
+            ("[::ffff:192.0.2.1]:80", "192.0.2.1"),
+        ] {
+            assert_eq!(parse_hop(hop), Some(ip(want)), "{hop}");
+        }
+        for junk in [
+            "",
+            "junk",
+            "unknown",
+            "_hidden",
+            "192.0.2.1:",
+            "[2001:db8::1",
+            "1.2.3.4.5",
+        ] {
+            assert_eq!(parse_hop(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn a_junk_hop_ends_the_chain() {
+        let p = proxies(&["127.0.0.1", "10.0.0.0/8"]);
+        let balancer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        // The client wrote "7.7.7.7, junk" and nothing appended after it:
+        // the balancer itself is all the chain vouches for.
+        assert_eq!(p.client(balancer, &xff("7.7.7.7, junk")), balancer);
+        assert_eq!(p.client(balancer, &xff("192.0.2.99, junk")), balancer);
+        // An edge proxy inside the trusted chain received the junk.
+        assert_eq!(
+            p.client(balancer, &xff("192.0.2.99, junk, 10.0.0.2")).ip(),
+            ip("10.0.0.2")
+        );
+        // Junk left of the real client's address is never read.
+        assert_eq!(
+            p.client(balancer, &xff("junk, 192.0.2.99, 198.51.100.20, 10.0.0.2"))
+                .ip(),
+            ip("198.51.100.20")
+        );
+    }
+
+    #[test]
+    fn a_proxy_that_appends_ports_keeps_the_chain() {
+        let p = proxies(&["127.0.0.1", "10.0.0.0/8"]);
+        let balancer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(
+            p.client(balancer, &xff("1.2.3.4, 198.51.100.20:51234, 10.0.0.2:443"))
+                .ip(),
+            ip("198.51.100.20")
+        );
+        assert_eq!(
+            p.client(balancer, &xff("[2001:db8::7]:51234, [::ffff:10.0.0.2]:443"))
+                .ip(),
+            ip("2001:db8::7")
+        );
+    }
+
+    #[test]
+    fn several_header_lines_are_one_list() {
+        let p = proxies(&["127.0.0.1", "10.0.0.0/8"]);
+        let balancer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
+        h.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("198.51.100.20, 10.0.0.2"),
+        );
+        assert_eq!(p.client(balancer, &h).ip(), ip("198.51.100.20"));
+        // A line that is not text cannot be read: nothing left of it counts.
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.20"));
+        h.append("x-forwarded-for", HeaderValue::from_bytes(b"\xff").unwrap());
+        assert_eq!(p.client(balancer, &h), balancer);
+    }
+
+    #[test]
+    fn a_chain_of_trusted_proxies_only_names_the_leftmost() {
+        let p = proxies(&["127.0.0.1", "10.0.0.0/8"]);
+        let balancer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(
+            p.client(balancer, &xff("10.9.9.9, 10.0.0.2")).ip(),
+            ip("10.9.9.9")
         );
     }
 }
