@@ -464,3 +464,148 @@ def test_a_toolset_offers_resources_only_when_it_holds_some(server, path, offers
     assert ("resources" in caps) == offers_resources, caps
     assert ("resources" in discovered) == offers_resources, discovered
     assert "tools" in caps and "tools" in discovered
+
+
+# -- two toolsets, two auth checks: one's answer never opens the other --------
+
+TWO_CHECKS = """
+catalog = "both"
+
+[auth]
+plugin = "api-key"
+
+[plugins.api-key]
+config = {{ keys = "pub=pub-key,adm=adm-key" }}
+
+[plugins.admin-key]
+config = {{ keys = "adm=adm-key" }}
+
+[connectors.lite]
+kind = "sqlite"
+path = "{db}"
+
+[[tools]]
+name = "public.count"
+description = "Counts for everyone"
+use = "lite"
+statement = "SELECT 1 AS n"
+
+[[tools]]
+name = "admin.wordcount"
+description = "Counts words for administrators"
+use = "lite"
+statement = "SELECT 2 AS n"
+
+[[resources]]
+uri = "lite://public"
+name = "public"
+use = "lite"
+statement = "SELECT 'public' AS s"
+
+[[resources]]
+uri = "lite://admin"
+name = "admin"
+use = "lite"
+statement = "SELECT 'admin' AS s"
+
+[toolsets.public]
+tools = ["public.*"]
+resources = ["lite://public"]
+prompts = ["test_simple_prompt"]
+auth = {{ plugin = "api-key" }}
+
+[toolsets.admin]
+tools = ["admin.*"]
+resources = ["lite://admin"]
+prompts = ["test_prompt_with_arguments"]
+auth = {{ plugin = "admin-key" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def two_checks(tmp_path_factory, shared_cache):
+    """The same api-key component twice, under two names with two key lists:
+    `api-key` takes the public and the admin key, `admin-key` only the admin
+    one. The server-wide check is `api-key`."""
+    from conftest import Server, plugin_path
+    import shutil
+
+    workdir = tmp_path_factory.mktemp("toolsets-two-checks")
+    s = Server(workdir, ("api-key", "everything"), TWO_CHECKS.format(db=workdir / "t.db"), shared_cache)
+    shutil.copy(plugin_path("api-key"), s.plugins_dir / "admin-key.wasm")
+    s.start()
+    yield s
+    s.stop()
+
+
+PUBLIC = {"x-api-key": "pub-key"}
+META = {"search_tools", "read_tool", "call_tool"}
+ADMIN = {"x-api-key": "adm-key"}
+
+
+def mcp_as(server, path, headers):
+    c = Mcp(server.url, path=path)
+    c.http.headers.update(headers)
+    c.initialize()
+    return c
+
+
+def test_one_checks_answer_opens_only_its_own_listings(two_checks):
+    """Every listing surface of `admin`, asked right after the same caller's
+    `public` listing succeeded (the answer kept for listings is fresh): the
+    public key opens none of them."""
+    public = mcp_as(two_checks, "/mcp/public", PUBLIC)
+    admin = mcp_as(two_checks, "/mcp/admin", PUBLIC)
+
+    def opened_public():
+        # The public check accepts the key: its answer is now kept.
+        assert "public.count" in names(public.request("tools/list")["result"]["tools"])
+
+    opened_public()
+    assert set(names(admin.request("tools/list")["result"]["tools"])) <= META
+    opened_public()
+    assert admin.request("resources/list")["result"]["resources"] == []
+    opened_public()
+    assert admin.request("prompts/list")["result"]["prompts"] == []
+    opened_public()
+    # A meta-tool through the toolset is refused, or finds nothing.
+    found = admin.call("search_tools", {"query": "count words administrators"})
+    assert "error" in found or found["result"]["structuredContent"]["results"] == [], found
+    opened_public()
+    read = admin.call("read_tool", {"path": "admin.wordcount"})
+    assert "error" in read or read["result"]["isError"] is True, read
+    opened_public()
+    r = httpx.get(two_checks.url + "/toolsets/admin/tools", headers=PUBLIC)
+    assert r.json() == [], r.text
+    opened_public()
+    r = httpx.get(two_checks.url + "/toolsets/admin/resources", headers=PUBLIC)
+    assert r.status_code in (200, 401) and "lite://admin" not in r.text, r.text
+    opened_public()
+    r = httpx.get(two_checks.url + "/toolsets/admin/prompts", headers=PUBLIC)
+    assert "test_prompt_with_arguments" not in r.text, r.text
+    # /healthz: the details are open to the public key (the server-wide
+    # check takes it), but not what the admin toolset holds.
+    opened_public()
+    health = httpx.get(two_checks.url + "/healthz", headers=PUBLIC).json()
+    assert health["toolsets"]["public"]["tools"] == 1, health
+    assert health["toolsets"]["admin"]["tools"] == 0, health
+    # And no call goes through either.
+    opened_public()
+    refused = admin.call("admin.wordcount", {})
+    assert refused["error"]["data"]["stage"] == "auth", refused
+
+
+def test_the_admin_key_opens_both(two_checks):
+    admin = mcp_as(two_checks, "/mcp/admin", ADMIN)
+    tools = names(admin.request("tools/list")["result"]["tools"])
+    assert "admin.wordcount" in tools
+    assert [r["uri"] for r in admin.request("resources/list")["result"]["resources"]] == ["lite://admin"]
+    assert names(admin.request("prompts/list")["result"]["prompts"]) == ["test_prompt_with_arguments"]
+    assert admin.call("admin.wordcount", {})["result"]["isError"] is False
+    read = admin.call("read_tool", {"path": "admin.wordcount"})["result"]
+    assert read["isError"] is False, read
+    assert httpx.get(two_checks.url + "/toolsets/admin/tools", headers=ADMIN).json() != []
+    health = httpx.get(two_checks.url + "/healthz", headers=ADMIN).json()
+    assert health["toolsets"]["admin"]["tools"] == 1, health
+    public = mcp_as(two_checks, "/mcp/public", ADMIN)
+    assert "public.count" in names(public.request("tools/list")["result"]["tools"])

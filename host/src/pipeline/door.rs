@@ -4,10 +4,12 @@
 //! - Failed checks count against the client's allowance
 //!   ([`AuthFailures`]); a client over it is refused (429) before the auth
 //!   component is even instantiated.
-//! - The server-wide `[auth]` check's answer for *listings* (`tools/list`,
-//!   `GET /tools`, `/openapi.json`, `/healthz`) is kept for
-//!   [`LISTING_TTL`] per credential, so a client polling a listing runs the
-//!   auth component once per few seconds, not once per request.
+//! - An auth check's answer for *listings* (`tools/list`, `GET /tools`,
+//!   `/openapi.json`, `/healthz`, a toolset's own check for its listings)
+//!   is kept for [`LISTING_TTL`] per check and credential, so a client
+//!   polling a listing runs the auth component once per few seconds, not
+//!   once per request. The check is part of the key: one check's answer
+//!   never opens the listings another check guards.
 //!
 //! One `Door` lives as long as the process (a reload keeps it).
 
@@ -53,7 +55,7 @@ pub struct Door {
     failures: AuthFailures,
     /// Auth components run.
     checks: AtomicU64,
-    /// The server-wide check's answer by (client, credential headers).
+    /// A check's answer by (check, toolset, client, credential headers).
     listings: quick_cache::sync::Cache<u64, (Instant, Option<Principal>)>,
     hasher: std::hash::RandomState,
 }
@@ -142,7 +144,7 @@ impl Door {
     /// carried a header that may be a credential: a plain client listing
     /// anonymously is not guessing.
     pub async fn lister(&self, auth: &AuthStage, cx: &CallContext) -> Option<Principal> {
-        let (key, credentials) = self.listing_key(cx);
+        let (key, credentials) = self.listing_key(auth, cx);
         if let Some((at, principal)) = self.listings.get(&key)
             && at.elapsed() < LISTING_TTL
         {
@@ -155,10 +157,16 @@ impl Door {
     }
 
     /// The key of a listing's answer, and whether the request carried any
-    /// header that may be a credential.
-    fn listing_key(&self, cx: &CallContext) -> (u64, bool) {
+    /// header that may be a credential. The check is named by its component
+    /// (its name and the instance loaded, so a reload's new component is a
+    /// new key) and its policy; the toolset the listing goes through, too.
+    fn listing_key(&self, auth: &AuthStage, cx: &CallContext) -> (u64, bool) {
         let mut h = self.hasher.build_hasher();
         let mut credentials = false;
+        auth.plugin.name().hash(&mut h);
+        (std::sync::Arc::as_ptr(&auth.plugin) as usize).hash(&mut h);
+        auth.policy.hash(&mut h);
+        cx.toolset.as_ref().map(|t| t.name()).hash(&mut h);
         client_ip(cx).map(client_key).hash(&mut h);
         if let Some(request) = &cx.request {
             for (name, value) in &request.headers {

@@ -28,7 +28,7 @@ use super::HttpStats;
 use crate::health::Health;
 use crate::mcp::McpState;
 use crate::oauth::ResourceServer;
-use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Toolset, Transport};
 use crate::reload::ReloadStatus;
 
 /// What the probes read.
@@ -143,7 +143,18 @@ async fn asker(
         // No one is checked on this server: everyone sees the details.
         return Some(None);
     };
+    let cx = healthz_context(headers, client, None);
+    pipeline.door().lister(auth, &cx).await.map(Some)
+}
+
+/// The context a `/healthz` request's checks run in.
+fn healthz_context(
+    headers: &HeaderMap,
+    client: SocketAddr,
+    toolset: Option<Toolset>,
+) -> CallContext {
     let mut cx = CallContext::new(None);
+    cx.toolset = toolset;
     cx.request = Some(Arc::new(RequestInfo::new(
         Transport::Rest,
         "GET",
@@ -151,7 +162,34 @@ async fn asker(
         headers,
         Some(client),
     )));
-    pipeline.door().lister(auth, &cx).await.map(Some)
+    cx
+}
+
+/// A toolset with its own auth check counts what that check's caller sees
+/// through it (its listings' principal), not what the server-wide check's
+/// does: a caller the toolset refuses is told it holds nothing.
+async fn count_guarded_toolsets(
+    state: &HealthState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+    report: &mut serde_json::Value,
+) {
+    let pipeline = state.health.pipeline().current();
+    let catalog = pipeline.catalog();
+    let guarded: Vec<Toolset> = (catalog.toolsets().names())
+        .map(Toolset::new)
+        .filter(|t| catalog.scope(Some(t)).auth().is_some())
+        .collect();
+    for toolset in guarded {
+        let cx = healthz_context(headers, client, Some(toolset.clone()));
+        let principal = pipeline.listing_principal(&cx).await;
+        if let Some(entry) = report
+            .get_mut("toolsets")
+            .and_then(|t| t.get_mut(toolset.name()))
+        {
+            entry["tools"] = json!(catalog.toolset_tools(toolset.name(), principal.as_ref()));
+        }
+    }
 }
 
 /// `/healthz`: liveness for anyone; the details for a caller the server's
@@ -165,6 +203,7 @@ pub async fn healthz(
         return Json(json!({ "status": "ok" })).into_response();
     };
     let mut report = state.health.report(principal.as_ref());
+    count_guarded_toolsets(&state, &headers, client, &mut report).await;
     report["http"] = json!(state.http.report());
     report["sessions"] = json!(state.mcp.session_report());
     // A replica that cannot reach the shared Redis still serves what needs
