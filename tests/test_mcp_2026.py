@@ -324,3 +324,91 @@ def test_a_listing_shaped_by_who_asks_is_private(start_server):
                 admin = who.get("x-api-key") == ADMIN_KEY
                 assert ("echo" in [t["name"] for t in result[key]]) is admin, (who, result)
             assert result["cacheScope"] == "private", (method, who, result)
+
+
+# --- subscriptions/listen asks what resources/subscribe asks -----------------
+
+GUARDED_RESOURCE = """
+[plugins.api-key]
+config = { keys = "reader=r3ad" }
+
+[[resources]]
+uri = "test://watched-resource"
+auth = { plugin = "api-key" }
+
+[[resources]]
+uri = "test://static-binary"
+auth = { plugin = "api-key" }
+visible_to = { sub = ["admin"] }
+
+[toolsets.text]
+resources = ["test://static-text"]
+"""
+
+
+@pytest.fixture(scope="module")
+def guarded(start_server):
+    return start_server(plugins=("everything", "api-key"), config=GUARDED_RESOURCE, cache=False)
+
+
+def listen_at(server, path, notifications, frames, ready, headers=None, id=42):
+    params = {"_meta": meta(), "notifications": notifications}
+    with httpx.Client(timeout=httpx.Timeout(30, read=60)) as http:
+        with http.stream("POST", server.url + path,
+                         headers={**headers_for("subscriptions/listen", params), **(headers or {})},
+                         json={"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                               "params": params}) as r:
+            frames.append({"_status": r.status_code})
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line[6:]))
+                    ready.set()
+                if len(frames) > 2:
+                    return
+
+
+def start_listening(server, notifications, path="/mcp", headers=None):
+    frames, ready = [], threading.Event()
+    threading.Thread(target=listen_at, daemon=True,
+                     args=(server, path, notifications, frames, ready, headers)).start()
+    assert ready.wait(30), frames
+    assert frames[1]["method"] == "notifications/subscriptions/acknowledged", frames
+    return frames
+
+
+ALL = ["test://watched-resource", "test://static-binary", "test://static-text"]
+
+
+def touch(server, uri):
+    r = modern(server, "tools/call", {"name": "test_touch_resource", "arguments": {"uri": uri}})
+    assert "result" in r, r
+
+
+def test_listen_leaves_out_what_the_listener_may_not_read(guarded):
+    # Anonymous: the resources behind an auth check are not watched, as if
+    # they did not exist.
+    frames = start_listening(guarded, {"resourceSubscriptions": ALL})
+    assert frames[1]["params"]["notifications"] == {"resourceSubscriptions": ["test://static-text"]}
+    # Their updates are not sent: the first update on the stream is the
+    # readable one's, touched after the others.
+    touch(guarded, "test://watched-resource")
+    touch(guarded, "test://static-binary")
+    touch(guarded, "test://static-text")
+    wait_for(lambda: len(frames) > 2, 30, "an update on the listen stream")
+    assert frames[2]["params"]["uri"] == "test://static-text", frames
+
+
+def test_listen_with_the_key_watches_what_the_key_may_read(guarded):
+    # The key passes both checks; `static-binary` is shown only to `admin`.
+    frames = start_listening(guarded, {"resourceSubscriptions": ALL}, headers={"x-api-key": "r3ad"})
+    assert sorted(frames[1]["params"]["notifications"]["resourceSubscriptions"]) == [
+        "test://static-text", "test://watched-resource"]
+    touch(guarded, "test://watched-resource")
+    wait_for(lambda: len(frames) > 2, 30, "an update on the listen stream")
+    assert frames[2]["params"]["uri"] == "test://watched-resource", frames
+
+
+def test_listen_through_a_toolset_watches_only_its_resources(guarded):
+    frames = start_listening(guarded, {"resourceSubscriptions": ALL}, path="/mcp/text",
+                             headers={"x-api-key": "r3ad"})
+    assert frames[1]["params"]["notifications"] == {"resourceSubscriptions": ["test://static-text"]}

@@ -2,7 +2,10 @@
 //! client names the notifications it wants; the first message acknowledges
 //! what will be honoured, and every message carries the subscription id
 //! (the request's JSON-RPC id). It replaces the GET stream and
-//! `resources/subscribe`.
+//! `resources/subscribe`, and asks what `resources/subscribe` asks of each
+//! resource it watches (the endpoint's toolset, the resource's auth check,
+//! `visible_to`): one the listener may not read is left out of the
+//! acknowledgement, exactly as one that does not exist.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -96,6 +99,18 @@ impl Filter {
     /// This filter for a listener whose credentials digest to `owner`.
     pub fn owned_by(mut self, owner: String) -> Filter {
         self.owner = owner;
+        self
+    }
+
+    /// The resources it asks to watch.
+    pub fn uris(&self) -> impl Iterator<Item = &String> {
+        self.uris.iter()
+    }
+
+    /// This filter watching only `honoured` of the resources it asked for:
+    /// the acknowledgement lists those, and only their updates are sent.
+    pub fn watching(mut self, honoured: HashSet<String>) -> Filter {
+        self.uris.retain(|u| honoured.contains(u));
         self
     }
 

@@ -3,6 +3,7 @@
 //! ([`ModernRequest`]); what only this revision has (`server/discover`,
 //! tasks, `subscriptions/listen`) is answered here.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -105,7 +106,19 @@ pub(in crate::mcp) async fn post(
                         return refusal.response(&request.id);
                     }
                 };
-                let filter = filter.owned_by(owner(&request)).at(request.toolset.clone());
+                // Each resource watched passes what `resources/subscribe`
+                // checks; one that does not is left out of the acknowledgement.
+                let pipeline = st.pipeline.current();
+                let mut honoured = HashSet::new();
+                for uri in filter.uris() {
+                    let mut cx = request.context(st);
+                    if pipeline.watchable(uri, &mut cx).await.is_ok() {
+                        honoured.insert(uri.clone());
+                    }
+                }
+                let filter = (filter.watching(honoured))
+                    .owned_by(owner(&request))
+                    .at(request.toolset.clone());
                 listen(
                     request.id,
                     filter,
