@@ -256,6 +256,78 @@ def test_first_use_is_also_started_by_a_rest_listing(start_server, workdir):
     assert len(children(s.proc.pid)) == 1
 
 
+# --- a clean environment; a noisy stderr ---------------------------------------------------
+
+
+def environ(pid):
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def test_the_child_starts_with_a_clean_environment(shared):
+    """Hangar runs with STDIO_TEST_SECRET (and DATABASE_URL, REDIS_URL, … of
+    the suite); the child gets PATH, HOME and the like, and its `env`."""
+    env = environ(child_pid(session(shared)))
+    assert env["STDIO_TEST_VAR"] == "v-from-env"
+    assert "PATH" in env
+    assert not [k for k in env if k not in PASSED_ENV and k != "STDIO_TEST_VAR"], sorted(env)
+    assert "STDIO_TEST_SECRET" not in env
+
+
+# What docs/upstreams.md says a child gets; a name added there is added here.
+PASSED_ENV = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+              "LC_MESSAGES", "TZ", "TMPDIR", "TERM", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+              "XDG_DATA_HOME", "XDG_RUNTIME_DIR"}
+
+
+def test_inherit_env_passes_everything_on(start_server, workdir):
+    s = start_server(plugins=[], config=config(workdir, extra="inherit_env = true"), env=ENV)
+    env = environ(child_pid(session(s)))
+    assert env["STDIO_TEST_SECRET"] == "from-env" and env["STDIO_TEST_VAR"] == "v-from-env"
+
+
+def peak_rss_mib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def noisy(workdir, before_serving):
+    """The Python server, after `before_serving` (a shell command writing to stderr)."""
+    script = f"{before_serving}; exec {shlex.quote(sys.executable)} {shlex.quote(str(SERVER_SCRIPT))} stdio"
+    return config(workdir).replace(
+        f"command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER_SCRIPT))}]\nargs = [\"stdio\"]",
+        f"command = [\"sh\", \"-c\", {json.dumps(script)}]")
+
+
+def test_a_stderr_line_without_end_costs_its_cap_not_its_length(start_server, workdir):
+    """300 MB on stderr with no newline, then the server starts: Hangar keeps
+    the line's first 4 KiB, logs how much was cut, and its peak RSS stays
+    far below the 300 MB (before: 547 MiB, 334 kept)."""
+    flood = "head -c 300000000 /dev/zero | tr '\\0' x >&2; echo >&2"
+    s = start_server(plugins=[], config=noisy(workdir, flood), env=ENV)
+    c = session(s)
+    assert "py.echo" in listed(c)
+    line = wait_for(lambda: next((l for l in s.log_text().splitlines() if "bytes cut" in l), None),
+                    30, "the cut line in the log")
+    assert "299995904 more bytes cut" in line, line[-200:]
+    assert len(line) < 8192, len(line)
+    peak = peak_rss_mib(s.proc.pid)
+    print(f"\npeak RSS with a 300 MB stderr line: {peak:.0f} MiB")
+    assert peak < 200, peak
+
+
+def test_a_stderr_flood_is_logged_at_a_bounded_rate(start_server, workdir):
+    s = start_server(plugins=[], config=noisy(workdir, "seq 1 200000 >&2"), env=ENV)
+    assert "py.echo" in listed(session(s))
+    wait_for(lambda: "a second" in s.log_text(), 30, "the rate note in the log")
+    logged = [l for l in s.log_text().splitlines() if "stderr: " in l and "upstream" in l]
+    # 100 a second: 200,000 lines would need over half an hour.
+    assert len(logged) < 20_000, len(logged)
+    assert any("over 100 lines a second" in l for l in logged), logged[-3:]
+
+
 # --- the official everything server, from npm ------------------------------------------------
 
 
@@ -280,6 +352,8 @@ def test_the_everything_server_over_stdio(start_server):
     assert text(c.call("ev.get-sum", {"a": 2, "b": 3})) == "The sum of 2 and 3 is 5."
     env = json.loads(text(c.call("ev.get-env", {})))
     assert env["STDIO_TEST_VAR"] == "from-env"
+    # Hangar's own environment is not passed on (the child is third-party code).
+    assert "STDIO_TEST_SECRET" not in env and "PATH" in env, sorted(env)
     r = c.request("tools/call", {"name": "ev.trigger-long-running-operation",
                                  "arguments": {"duration": 1, "steps": 2},
                                  "_meta": {"progressToken": "ev-1"}})

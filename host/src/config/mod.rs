@@ -54,7 +54,9 @@ pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
 pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport, ToolConfig};
 pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
-pub use upstreams::{Pinning, ResolvedUpstream, Start, StdioCommand, Transport, UpstreamConfig};
+pub use upstreams::{
+    PASSED_ENV, Pinning, ResolvedUpstream, Start, StdioCommand, Transport, UpstreamConfig,
+};
 
 /// `hangar.toml`, Hangar's configuration file. Every key is optional;
 /// unknown keys are errors.

@@ -42,10 +42,15 @@ pub struct UpstreamConfig {
     /// More arguments after `command`'s.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Environment variables set for the child (on top of Hangar's own);
-    /// values may hold `{{ env.VAR }}` or `{{ file./path }}`.
+    /// Environment variables set for the child, on top of the few of
+    /// Hangar's it passes on (`PATH`, `HOME`, `LANG`, `TMPDIR`, …: see
+    /// [`PASSED_ENV`]); values may hold `{{ env.VAR }}` or `{{ file./path }}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The child starts with all of Hangar's environment (its secrets
+    /// included) instead of the few variables of [`PASSED_ENV`].
+    #[serde(default)]
+    pub inherit_env: bool,
     /// The child's working directory (default: Hangar's).
     pub cwd: Option<String>,
     /// When the child is started: `load` (while the config loads, which
@@ -166,12 +171,40 @@ pub enum Transport {
     Stdio(StdioCommand),
 }
 
+/// The variables of Hangar's environment a `command` upstream's child is
+/// started with (unless `inherit_env`): where programs and the user's files
+/// are, the locale and time zone, a temporary folder. Nothing that usually
+/// holds a secret (tokens, keys, database URLs, proxies with credentials):
+/// a child is third-party code (`npx …`, `uvx …`), and what it needs beyond
+/// these the config gives it by name in `env`.
+pub const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
 /// The child process of a `command` upstream, placeholders substituted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StdioCommand {
     pub program: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// All of Hangar's environment, not only [`PASSED_ENV`].
+    pub inherit_env: bool,
     pub cwd: Option<std::path::PathBuf>,
     pub start: Start,
 }
@@ -237,9 +270,10 @@ impl UpstreamConfig {
         env: &dyn Fn(&str) -> Option<String>,
         fail: &dyn Fn(String) -> String,
     ) -> Result<Transport, String> {
-        if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+        if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() || self.inherit_env {
             return Err(fail(
-                "args, env and cwd are for command upstreams; a url upstream takes headers".into(),
+                "args, env, inherit_env and cwd are for command upstreams; a url upstream takes headers"
+                    .into(),
             ));
         }
         let url = super::substitute_env(url, env).map_err(|e| fail(format!("url: {e}")))?;
@@ -307,6 +341,7 @@ impl UpstreamConfig {
             program: program.clone(),
             args: leading.iter().chain(&self.args).cloned().collect(),
             env: vars,
+            inherit_env: self.inherit_env,
             cwd,
             start: self.start,
         }))

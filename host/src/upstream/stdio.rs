@@ -5,8 +5,12 @@
 //! group) when the upstream is dropped (reload) or the runtime shuts down —
 //! and its wire: newline-delimited JSON-RPC on its stdin/stdout, answers
 //! matched to the requests waiting for them by id, its stderr logged line by
-//! line with `upstream = NAME`. Its stdin and stdout are pipes of its own,
-//! never Hangar's (which may be serving `--stdio`).
+//! line with `upstream = NAME` (each line cut at a few KiB, and at most
+//! [`STDERR_LINES_PER_SECOND`] of them: a child that floods its stderr costs
+//! a bounded buffer and a bounded log). Its stdin and stdout are pipes of
+//! its own, never Hangar's (which may be serving `--stdio`). It starts with
+//! a clean environment: the few variables of [`PASSED_ENV`] and its
+//! configured `env`, unless `inherit_env` asks for all of Hangar's.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -24,7 +28,14 @@ use tokio::sync::{mpsc, watch};
 use super::wire::{
     Handshake, SUPPORTED_VERSIONS, WireError, initialize_message, supported_version,
 };
-use crate::config::StdioCommand;
+use crate::config::{PASSED_ENV, StdioCommand};
+
+/// The most of one stderr line that is kept and logged; the rest is read
+/// and dropped, its length said.
+const STDERR_LINE_BYTES: usize = 4096;
+/// Stderr lines logged per second per child; past it they are counted and
+/// the count is logged once the rate allows again (or the stream ends).
+const STDERR_LINES_PER_SECOND: u32 = 100;
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -246,6 +257,14 @@ async fn supervise(shared: Arc<Shared>) {
 async fn run_once(shared: &Shared, runs: u64) -> String {
     let cmd = &shared.command;
     let mut command = std::process::Command::new(&cmd.program);
+    if !cmd.inherit_env {
+        command.env_clear();
+        for name in PASSED_ENV {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+    }
     command
         .args(&cmd.args)
         .envs(&cmd.env)
@@ -283,7 +302,11 @@ async fn run_once(shared: &Shared, runs: u64) -> String {
     tokio::task::spawn_blocking(move || {
         let _ = exit_tx.send(child.wait());
     });
-    tokio::spawn(log_stderr(shared.name.clone(), stderr));
+    tokio::spawn(log_stderr(
+        shared.name.clone(),
+        stderr,
+        STDERR_LINE_BYTES.min(shared.max_line),
+    ));
     let run = Arc::new(Run {
         stdin: tokio::sync::Mutex::new(stdin),
         pending: Mutex::default(),
@@ -426,38 +449,92 @@ async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     max: usize,
 ) -> std::io::Result<Option<Vec<u8>>> {
-    let mut line = Vec::new();
-    let mut too_long = false;
+    Ok(read_line_head(reader, max)
+        .await?
+        .map(|line| if line.cut > 0 { Vec::new() } else { line.head }))
+}
+
+/// A line as [`read_line_head`] reads it.
+#[derive(Debug, PartialEq)]
+struct Line {
+    /// Its first bytes, at most the cap (without the newline).
+    head: Vec<u8>,
+    /// How many bytes past the cap were read and dropped.
+    cut: u64,
+}
+
+/// One line: its first `max` bytes kept, the rest read to the newline and
+/// only counted, so a line without end costs `max` bytes, not its length.
+/// `None` at the end.
+async fn read_line_head<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> std::io::Result<Option<Line>> {
+    let mut head = Vec::new();
+    let mut cut = 0u64;
     loop {
         let buf = reader.fill_buf().await?;
         if buf.is_empty() {
-            return Ok((!line.is_empty() && !too_long).then_some(line));
+            return Ok((!head.is_empty() || cut > 0).then_some(Line { head, cut }));
         }
         let newline = buf.iter().position(|b| *b == b'\n');
         let (chunk, done) = match newline {
             Some(at) => (&buf[..at], at + 1),
             None => (buf, buf.len()),
         };
-        if !too_long {
-            if line.len() + chunk.len() > max {
-                too_long = true;
-                line.clear();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
+        let room = max - head.len();
+        let kept = chunk.len().min(room);
+        head.extend_from_slice(&chunk[..kept]);
+        cut += (chunk.len() - kept) as u64;
         reader.consume(done);
         if newline.is_some() {
-            return Ok(Some(line));
+            return Ok(Some(Line { head, cut }));
         }
     }
 }
 
-/// Its stderr, line by line, into Hangar's log.
-async fn log_stderr(name: String, stderr: pipe::Receiver) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(upstream = %name, "stderr: {line}");
+/// Its stderr, line by line, into Hangar's log: each line cut at `max`
+/// bytes (the cut said on its log line), at most
+/// [`STDERR_LINES_PER_SECOND`] lines a second (the first line over it says
+/// so; the rest are counted, and the count logged when logging resumes or
+/// the stream ends).
+async fn log_stderr(name: String, stderr: pipe::Receiver, max: usize) {
+    use governor::{Quota, RateLimiter};
+    let per_second = std::num::NonZeroU32::new(STDERR_LINES_PER_SECOND).expect("non-zero");
+    let rate = RateLimiter::direct(Quota::per_second(per_second));
+    let mut reader = BufReader::new(stderr);
+    let mut dropped = 0u64;
+    while let Ok(Some(line)) = read_line_head(&mut reader, max).await {
+        if rate.check().is_err() {
+            if dropped == 0 {
+                tracing::warn!(
+                    upstream = %name,
+                    "stderr: over {STDERR_LINES_PER_SECOND} lines a second; \
+                     lines past that are counted, not logged"
+                );
+            }
+            dropped += 1;
+            continue;
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                upstream = %name,
+                "stderr: {dropped} lines not logged (over {STDERR_LINES_PER_SECOND} a second)"
+            );
+            dropped = 0;
+        }
+        let text = String::from_utf8_lossy(&line.head);
+        if line.cut > 0 {
+            tracing::info!(upstream = %name, "stderr: {text} … ({} more bytes cut)", line.cut);
+        } else {
+            tracing::info!(upstream = %name, "stderr: {text}");
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(
+            upstream = %name,
+            "stderr: {dropped} lines not logged (over {STDERR_LINES_PER_SECOND} a second)"
+        );
     }
 }
 
@@ -538,6 +615,34 @@ mod tests {
         assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"{}");
         assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"tail");
         assert_eq!(read_line(&mut reader, 10).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_long_line_keeps_its_head_and_counts_the_rest() {
+        let long = [b'x'; 100];
+        let data = [&long[..], b"\nshort\n", &long[..]].concat();
+        let mut reader = BufReader::with_capacity(7, &data[..]);
+        let line = |head: &[u8], cut| {
+            Some(Line {
+                head: head.to_vec(),
+                cut,
+            })
+        };
+        let ten = [b'x'; 10];
+        assert_eq!(
+            read_line_head(&mut reader, 10).await.unwrap(),
+            line(&ten, 90)
+        );
+        assert_eq!(
+            read_line_head(&mut reader, 10).await.unwrap(),
+            line(b"short", 0)
+        );
+        // The last line has no newline: read to the end all the same.
+        assert_eq!(
+            read_line_head(&mut reader, 10).await.unwrap(),
+            line(&ten, 90)
+        );
+        assert_eq!(read_line_head(&mut reader, 10).await.unwrap(), None);
     }
 
     #[test]
