@@ -21,6 +21,7 @@ Self-contained on purpose: scripts/bench.py makes a temp dir at import time.
 
 import argparse
 import http.client
+import importlib
 import json
 import os
 import platform
@@ -130,7 +131,7 @@ def reset_peak_rss(pid):
 class Server:
     """One `hangar serve` with its own config; stopped on leaving the `with`."""
 
-    def __init__(self, name, work, plugins, config):
+    def __init__(self, name, work, plugins, config, env=None):
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -141,7 +142,8 @@ class Server:
         self.proc = subprocess.Popen(
             [str(HANGAR), "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{self.port}",
              "--plugins", str(plugins)],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1"})
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": "warn", "NO_COLOR": "1", **(env or {})})
         self.pid = self.proc.pid
 
     def __enter__(self):
@@ -1315,7 +1317,7 @@ def render_clients(args, c):
     return out
 
 
-def render(args, guests, clients, db=None, door=None, outbound=None, artifacts=None):
+def render(args, guests, clients, db=None, topics=None):
     """The report: what ran of the guests' phases (servers A, B), the clients'
     (C) and the DB drivers of scripts/abuse_db.py."""
     out = [HEADER,
@@ -1334,15 +1336,9 @@ def render(args, guests, clients, db=None, door=None, outbound=None, artifacts=N
         out += render_guests(args, *guests)
     if clients:
         out += render_clients(args, clients)
-    if door:
-        import abuse_door  # noqa: PLC0415 - imports this module
-        out += abuse_door.rows(door, args.seconds)
-    if outbound:
-        import abuse_outbound  # noqa: PLC0415 - imports this module
-        out += abuse_outbound.rows(outbound, args.seconds)
-    if artifacts:
-        import abuse_artifacts  # noqa: PLC0415 - imports this module
-        out += abuse_artifacts.rows(artifacts, args.seconds)
+    for name, result in (topics or {}).items():
+        module = importlib.import_module(TOPICS[name][0])
+        out += module.rows(result, args.seconds)
     return "\n".join(out + [""])
 
 
@@ -1454,6 +1450,18 @@ def render_guests(args, f1, f2, f3, survival, failures):
 
 # ---------------------------------------------------------------- main
 
+# The phases of a module of their own: `--only NAME` runs one; each module
+# has `run(work, plugins, seconds)` and `rows(result, seconds)` (its section
+# of the report). In the order they run and are written.
+TOPICS = {
+    "door": ("abuse_door", "servers D and E (the door: pre-auth floods, guessing, streams, a slow issuer)"),
+    "outbound": ("abuse_outbound", "server F (a hostile upstream: huge and endless answers, redirects, many events)"),
+    "artifacts": ("abuse_artifacts", "server G (a guest filling its artifact directory)"),
+    "children": ("abuse_children", "server H (a stdio upstream's child flooding its stderr)"),
+    "registry": ("abuse_registry", "server I (a hostile registry: floods while a plugin is pulled)"),
+}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="alone/beside pairs for the echo figure (median taken)")
@@ -1461,11 +1469,10 @@ def main():
     ap.add_argument("--connections", type=int, default=8, help="wrk connections for echo")
     ap.add_argument("--runaways", type=int, default=40, help="spin calls kept in flight beside echo")
     ap.add_argument("--flood-calls", type=int, default=5, help="calls of each flood tool")
-    ap.add_argument("--only", choices=("guests", "clients", "db", "door", "outbound", "artifacts"),
+    ap.add_argument("--only", choices=("guests", "clients", "db", *TOPICS),
                     help="run only the guests' phases (servers A, B), the clients' (server C), "
-                         "the DB drivers (scripts/abuse_db.py), the door's (scripts/abuse_door.py), "
-                         "a hostile upstream's (scripts/abuse_outbound.py) or a guest filling its "
-                         "artifact directory (scripts/abuse_artifacts.py)")
+                         "the DB drivers (scripts/abuse_db.py), or one module's phase "
+                         "(NAME: scripts/abuse_NAME.py)")
     ap.add_argument("--write", type=Path, metavar="FILE", help="also write the report as Markdown to FILE")
     args = ap.parse_args()
     if args.write and args.only:
@@ -1491,7 +1498,8 @@ def main():
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     failures = Failures()
     survival = []
-    guests = clients = db = door = outbound = artifacts = None
+    guests = clients = db = None
+    topics = {}
     ok = False
     try:
         if args.only in (None, "guests"):
@@ -1519,18 +1527,11 @@ def main():
             log("DB drivers (scripts/abuse_db.py)")
             import abuse_db  # noqa: PLC0415 - reads its payload file on import
             db = abuse_db.run()
-        if args.only in (None, "door"):
-            log("servers D and E (the door: pre-auth floods, guessing, streams, a slow issuer)")
-            import abuse_door  # noqa: PLC0415 - imports this module
-            door = abuse_door.run(work, plugins, args.seconds)
-        if args.only in (None, "outbound"):
-            log("server F (a hostile upstream: huge and endless answers, redirects, many events)")
-            import abuse_outbound  # noqa: PLC0415 - imports this module
-            outbound = abuse_outbound.run(work, plugins, args.seconds)
-        if args.only in (None, "artifacts"):
-            log("server G (a guest filling its artifact directory)")
-            import abuse_artifacts  # noqa: PLC0415 - imports this module
-            artifacts = abuse_artifacts.run(work, plugins, args.seconds)
+        for name, (module, what) in TOPICS.items():
+            if args.only in (None, name):
+                log(what)
+                # Imported late: each module imports this one.
+                topics[name] = importlib.import_module(module).run(work, plugins, args.seconds)
         ok = True
     finally:
         # Logs stay for a look when something went wrong.
@@ -1539,7 +1540,7 @@ def main():
         else:
             log(f"server logs kept in {work}")
 
-    report = render(args, guests, clients, db, door, outbound, artifacts)
+    report = render(args, guests, clients, db, topics)
     print(report)
     if args.write:
         args.write.write_text(report)
