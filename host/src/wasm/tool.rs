@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
-use wasmtime::component::{Component, InstancePre, Linker, Val};
+use wasmtime::component::{Component, InstancePre, Linker};
 
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolIndices};
@@ -19,7 +19,7 @@ use super::limits;
 use super::offered::Offers;
 use super::sched::{Gate, Pool, Scheduler};
 use super::state;
-use super::typed::{TypedExports, TypedFunc};
+use super::typed::{OutputTooLarge, TypedExports, TypedFunc};
 use super::warm::{Pooled, WarmPool};
 use crate::call::{
     CallContext, CallError, CancelToken, Content, ErrorKind, EventSink, Stage, ToolDef, ToolResult,
@@ -55,7 +55,7 @@ enum Tools {
 /// What one call's export returned, before it becomes MCP's result.
 enum Returned {
     World(Result<wit::CallResult, wit::ToolError>),
-    Typed(Vec<Val>),
+    Typed(Option<Value>),
 }
 
 /// A live instance with the instance slot it occupies.
@@ -189,9 +189,9 @@ impl ToolPlugin {
         gate: Option<&Gate>,
         preopens: &Preopens,
     ) -> Result<ToolResult, CallError> {
-        // A plain component's function is found once, and the arguments
-        // become its parameters before any instance is spent on a call that
-        // cannot be made.
+        // A plain component's function is found once, and the arguments are
+        // checked against its parameters before any instance is spent on a
+        // call that cannot be made.
         let typed = match &self.tools {
             Tools::Typed(typed) => {
                 let func = typed.func(tool_name).ok_or_else(|| {
@@ -201,10 +201,9 @@ impl ToolPlugin {
                         format!("no function {tool_name}"),
                     )
                 })?;
-                let params = func
-                    .arguments(arguments)
+                func.check_arguments(arguments)
                     .map_err(|m| CallError::new(Stage::Validate, ErrorKind::Invalid, m))?;
-                Some((func, params))
+                Some(func)
             }
             _ => None,
         };
@@ -248,9 +247,20 @@ impl ToolPlugin {
             limits,
             &cx.cancel,
             Stage::Handler,
-            self.run_tool(&mut inst, cx, tool_name, arguments, typed.as_ref()),
+            self.run_tool(&mut inst, cx, tool_name, arguments, typed, limits),
         )
         .await;
+        // A plain component's result refused while it was read (its JSON
+        // would pass `max_output_bytes`): the output limit, not a failure of
+        // the guest's. The instance is not reused (wasmtime marks it failed).
+        let out = match out {
+            Ok(Err(e)) if e.is::<OutputTooLarge>() => Err(CallError::new(
+                Stage::Handler,
+                ErrorKind::Limit,
+                e.to_string(),
+            )),
+            other => other,
+        };
         limits::log_stderr(&inst.store);
         let left = inst.store.get_fuel().unwrap_or(limits.fuel);
         cx.usage.add_fuel(limits.fuel.saturating_sub(left));
@@ -268,11 +278,9 @@ impl ToolPlugin {
                     .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))
             }
             Returned::World(Err(e)) => Ok(ToolResult::error(e.message)),
-            Returned::Typed(results) => {
-                let (func, _) = typed.expect("typed results come from a typed call");
-                let result = func
-                    .tool_result(&results)
-                    .map_err(|m| CallError::new(Stage::Handler, ErrorKind::Failed, m))?;
+            Returned::Typed(returned) => {
+                let func = typed.expect("typed results come from a typed call");
+                let result = func.tool_result(returned);
                 output_within(typed_result_bytes(&result), limits, Stage::Handler)?;
                 Ok(result)
             }
@@ -280,7 +288,7 @@ impl ToolPlugin {
     }
 
     /// Calls the tool's export in `inst`: `call-tool` for the `tool` world,
-    /// the function itself (with `params` already converted) for a plain
+    /// the function itself (arguments lowered, result lifted by `typed`) for a plain
     /// component.
     async fn run_tool(
         &self,
@@ -288,17 +296,20 @@ impl ToolPlugin {
         cx: &CallContext,
         tool_name: &str,
         arguments: &Value,
-        typed: Option<&(&TypedFunc, Vec<Val>)>,
+        typed: Option<&TypedFunc>,
+        limits: &Limits,
     ) -> wasmtime::Result<Returned> {
         match typed {
-            Some((func, params)) => {
-                let f = inst
-                    .instance
-                    .get_func(&mut inst.store, func.export())
-                    .ok_or_else(|| wasmtime::format_err!("function {tool_name} is not exported"))?;
-                let mut results = func.result_slots();
-                f.call_async(&mut inst.store, params, &mut results).await?;
-                Ok(Returned::Typed(results))
+            Some(func) => {
+                let returned = func
+                    .call(
+                        &mut inst.store,
+                        &inst.instance,
+                        arguments,
+                        limits.max_output_bytes,
+                    )
+                    .await?;
+                Ok(Returned::Typed(returned))
             }
             None => {
                 let tool = self.tool_exports(inst)?;

@@ -1,4 +1,6 @@
-//! JSON ↔ component values, both ways, for the shapes `schema.rs` describes.
+//! The check of a call's JSON arguments against a plain component's
+//! parameter types, for the shapes `schema.rs` describes, before any guest
+//! is entered: `abi.rs` then lowers them into the guest as they are.
 //! Arguments have already passed the derived schema (the validate stage), so
 //! most refusals here are for what a schema cannot say (base64, a float that
 //! JSON cannot carry); each names the path of the value it refuses.
@@ -6,7 +8,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value};
-use wasmtime::component::{Type, Val};
+use wasmtime::component::Type;
 
 use crate::call::json_kind;
 
@@ -33,87 +35,85 @@ fn bad(path: &Path, what: impl std::fmt::Display) -> String {
     format!("{}: {what}", path.shown())
 }
 
-/// The value of type `ty` that `json` stands for (`None` for `option` means
-/// absent or null).
-pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
-    let int = |min: i128, max: i128| -> Result<i128, String> {
-        // JSON Schema counts `2.0` as an integer; so does this, while the
-        // float is exact (a larger one, like -9223372036854775809 read as a
-        // double, may stand for a neighbour).
-        let whole = || {
-            json.as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() <= 2f64.powi(53))
-                .map(|f| f as i128)
-        };
-        let n = json
-            .as_i64()
-            .map(i128::from)
-            .or_else(|| json.as_u64().map(i128::from))
-            .or_else(whole)
-            .ok_or_else(|| {
-                bad(
-                    path,
-                    format!("expected an integer, got {}", json_kind(json)),
-                )
-            })?;
+/// An integer as JSON Schema counts one: `2.0` is one, while the float is
+/// exact (a larger one, like -9223372036854775809 read as a double, may
+/// stand for a neighbour).
+pub fn integer(json: &Value) -> Option<i128> {
+    let whole = || {
+        json.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= 2f64.powi(53))
+            .map(|f| f as i128)
+    };
+    json.as_i64()
+        .map(i128::from)
+        .or_else(|| json.as_u64().map(i128::from))
+        .or_else(whole)
+}
+
+/// Checks that `json` stands for a value of type `ty` (`None` for `option`
+/// means absent or null), naming the path of what it refuses.
+pub fn check(json: &Value, ty: &Type, path: &Path) -> Result<(), String> {
+    let int = |min: i128, max: i128| -> Result<(), String> {
+        let n = integer(json).ok_or_else(|| {
+            bad(
+                path,
+                format!("expected an integer, got {}", json_kind(json)),
+            )
+        })?;
         if n < min || n > max {
             return Err(bad(path, format!("{n} is out of range {min}..={max}")));
         }
-        Ok(n)
+        Ok(())
     };
-    Ok(match ty {
-        Type::Bool => Val::Bool(
+    match ty {
+        Type::Bool => {
             json.as_bool()
-                .ok_or_else(|| bad(path, format!("expected a boolean, got {}", json_kind(json))))?,
-        ),
-        Type::S8 => Val::S8(int(i8::MIN.into(), i8::MAX.into())? as i8),
-        Type::U8 => Val::U8(int(0, u8::MAX.into())? as u8),
-        Type::S16 => Val::S16(int(i16::MIN.into(), i16::MAX.into())? as i16),
-        Type::U16 => Val::U16(int(0, u16::MAX.into())? as u16),
-        Type::S32 => Val::S32(int(i32::MIN.into(), i32::MAX.into())? as i32),
-        Type::U32 => Val::U32(int(0, u32::MAX.into())? as u32),
-        Type::S64 => Val::S64(int(i64::MIN.into(), i64::MAX.into())? as i64),
-        Type::U64 => Val::U64(int(0, u64::MAX.into())? as u64),
+                .ok_or_else(|| bad(path, format!("expected a boolean, got {}", json_kind(json))))?;
+        }
+        Type::S8 => int(i8::MIN.into(), i8::MAX.into())?,
+        Type::U8 => int(0, u8::MAX.into())?,
+        Type::S16 => int(i16::MIN.into(), i16::MAX.into())?,
+        Type::U16 => int(0, u16::MAX.into())?,
+        Type::S32 => int(i32::MIN.into(), i32::MAX.into())?,
+        Type::U32 => int(0, u32::MAX.into())?,
+        Type::S64 => int(i64::MIN.into(), i64::MAX.into())?,
+        Type::U64 => int(0, u64::MAX.into())?,
         Type::Float32 => {
             let f = number(json, path)?;
             if f.abs() > f64::from(f32::MAX) {
                 return Err(bad(path, format!("{f} is out of the range of f32")));
             }
-            Val::Float32(f as f32)
         }
-        Type::Float64 => Val::Float64(number(json, path)?),
+        Type::Float64 => {
+            number(json, path)?;
+        }
         Type::Char => {
             let s = string(json, path)?;
             let mut chars = s.chars();
-            match (chars.next(), chars.next()) {
-                (Some(c), None) => Val::Char(c),
-                _ => return Err(bad(path, "expected exactly one character")),
+            if !matches!((chars.next(), chars.next()), (Some(_), None)) {
+                return Err(bad(path, "expected exactly one character"));
             }
         }
-        Type::String => Val::String(string(json, path)?.to_string()),
+        Type::String => {
+            string(json, path)?;
+        }
         Type::List(l) if l.ty() == Type::U8 && json.is_string() => {
-            let bytes = B64
-                .decode(string(json, path)?)
-                .map_err(|e| bad(path, format!("not base64: {e}")))?;
-            Val::List(bytes.into_iter().map(Val::U8).collect())
+            base64_ok(string(json, path)?).map_err(|e| bad(path, format!("not base64: {e}")))?;
         }
-        Type::List(l) => Val::List(list(json, &l.ty(), path, None)?),
-        Type::FixedLengthList(l) => {
-            Val::FixedLengthList(list(json, &l.ty(), path, Some(l.len() as usize))?)
-        }
+        Type::List(l) => list(json, &l.ty(), path, None)?,
+        Type::FixedLengthList(l) => list(json, &l.ty(), path, Some(l.len() as usize))?,
         Type::Map(m) => {
             let obj = object(json, path)?;
             let value = m.value();
-            let entries = obj
-                .iter()
-                .map(|(k, v)| Ok((Val::String(k.clone()), to_val(v, &value, &path.key(k))?)))
-                .collect::<Result<_, String>>()?;
-            Val::Map(entries)
+            for (k, v) in obj {
+                check(v, &value, &path.key(k))?;
+            }
         }
-        Type::Option(o) => match json {
-            Value::Null => Val::Option(None),
-            v => Val::Option(Some(Box::new(to_val(v, &o.ty(), path)?))),
-        },
+        Type::Option(o) => {
+            if !json.is_null() {
+                check(json, &o.ty(), path)?;
+            }
+        }
         Type::Tuple(t) => {
             let items = array(json, path)?;
             if items.len() != t.types().len() {
@@ -122,18 +122,14 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
                     format!("expected {} items, got {}", t.types().len(), items.len()),
                 ));
             }
-            let vals = t
-                .types()
-                .zip(items)
-                .enumerate()
-                .map(|(i, (ty, v))| to_val(v, &ty, &path.index(i)))
-                .collect::<Result<_, String>>()?;
-            Val::Tuple(vals)
+            for (i, (ty, v)) in t.types().zip(items).enumerate() {
+                check(v, &ty, &path.index(i))?;
+            }
         }
         Type::Record(r) => {
             let obj = object(json, path)?;
             let fields: Vec<_> = r.fields().map(|f| (f.name.to_string(), f.ty)).collect();
-            Val::Record(members(obj, &fields, path)?)
+            members(obj, &fields, path)?;
         }
         Type::Variant(v) => {
             let obj = object(json, path)?;
@@ -148,13 +144,12 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
                     format!("unknown tag {tag:?} (one of {})", names.join(", ")),
                 )
             })?;
-            let payload = match (&case.ty, obj.get("val")) {
-                (Some(ty), Some(val)) => Some(Box::new(to_val(val, ty, &path.key("val"))?)),
+            match (&case.ty, obj.get("val")) {
+                (Some(ty), Some(val)) => check(val, ty, &path.key("val"))?,
                 (Some(_), None) => return Err(bad(path, format!("case {tag:?} needs a \"val\""))),
                 (None, Some(_)) => return Err(bad(path, format!("case {tag:?} takes no \"val\""))),
-                (None, None) => None,
-            };
-            Val::Variant(tag.to_string(), payload)
+                (None, None) => {}
+            }
         }
         Type::Enum(e) => {
             let s = string(json, path)?;
@@ -165,54 +160,65 @@ pub fn to_val(json: &Value, ty: &Type, path: &Path) -> Result<Val, String> {
                     format!("{s:?} is not one of {}", names.join(", ")),
                 ));
             }
-            Val::Enum(s.to_string())
         }
         Type::Flags(f) => {
-            let mut set = Vec::new();
             for (i, item) in array(json, path)?.iter().enumerate() {
                 let s = string(item, &path.index(i))?;
                 if !f.names().any(|n| n == s) {
                     return Err(bad(&path.index(i), format!("unknown flag {s:?}")));
                 }
-                if !set.iter().any(|x| x == s) {
-                    set.push(s.to_string());
-                }
             }
-            Val::Flags(set)
         }
         Type::Result(r) => {
             let obj = object(json, path)?;
-            let side = |name: &str, ty: Option<Type>| -> Result<Option<Box<Val>>, String> {
-                let v = &obj[name];
+            let side = |name: &str, ty: Option<Type>| -> Result<(), String> {
                 match ty {
-                    Some(ty) => Ok(Some(Box::new(to_val(v, &ty, &path.key(name))?))),
-                    None => Ok(None),
+                    Some(ty) => check(&obj[name], &ty, &path.key(name)),
+                    None => Ok(()),
                 }
             };
             match (obj.contains_key("ok"), obj.contains_key("err"), obj.len()) {
-                (true, false, 1) => Val::Result(Ok(side("ok", r.ok())?)),
-                (false, true, 1) => Val::Result(Err(side("err", r.err())?)),
+                (true, false, 1) => side("ok", r.ok())?,
+                (false, true, 1) => side("err", r.err())?,
                 _ => return Err(bad(path, "expected {\"ok\": …} or {\"err\": …}")),
             }
         }
         Type::Own(_) | Type::Borrow(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
             return Err(bad(path, "this type cannot come from JSON"));
         }
-    })
+    }
+    Ok(())
 }
 
-/// A function's arguments, in parameter order, from the call's JSON object.
-pub fn arguments(args: &Value, params: &[(String, Type)]) -> Result<Vec<Val>, String> {
+/// Whether `text` is base64 the lowering can decode, checked a slice at a
+/// time so that no copy of the bytes is made. Padding may only end it.
+fn base64_ok(text: &str) -> Result<(), base64::DecodeError> {
+    const CHUNK: usize = 4096;
+    let mut buf = [0u8; CHUNK / 4 * 3];
+    let bytes = text.as_bytes();
+    let chunks = bytes.len().div_ceil(CHUNK);
+    for (i, chunk) in bytes.chunks(CHUNK).enumerate() {
+        let last = i + 1 == chunks;
+        let bad_padding = !last && chunk.contains(&b'=');
+        match B64.decode_slice(chunk, &mut buf) {
+            Ok(_) if !bad_padding => {}
+            // The whole text again, for the decoder's own message with its
+            // offset (a refusal only).
+            _ => return B64.decode(bytes).map(drop),
+        }
+    }
+    Ok(())
+}
+
+/// Checks a call's JSON object against a function's parameters.
+pub fn arguments(args: &Value, params: &[(String, Type)]) -> Result<(), String> {
     let empty = Map::new();
     let obj = match args {
         Value::Null => &empty,
         Value::Object(obj) => obj,
         other => return Err(format!("/: expected an object, got {}", json_kind(other))),
     };
-    Ok(members(obj, params, &Path::root())?
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect())
+    members(obj, params, &Path::root())
 }
 
 /// The named members of a record or an argument list; an `option` member may
@@ -221,25 +227,22 @@ fn members(
     obj: &Map<String, Value>,
     members: &[(String, Type)],
     path: &Path,
-) -> Result<Vec<(String, Val)>, String> {
+) -> Result<(), String> {
     if let Some(extra) = obj.keys().find(|k| !members.iter().any(|(n, _)| n == *k)) {
         return Err(bad(&path.key(extra), "no such field"));
     }
-    members
-        .iter()
-        .map(|(name, ty)| {
-            let at = path.key(name);
-            let val = match (obj.get(name), ty) {
-                (Some(v), ty) => to_val(v, ty, &at)?,
-                (None, Type::Option(_)) => Val::Option(None),
-                (None, _) => return Err(bad(&at, "missing")),
-            };
-            Ok((name.clone(), val))
-        })
-        .collect()
+    for (name, ty) in members {
+        let at = path.key(name);
+        match (obj.get(name), ty) {
+            (Some(v), ty) => check(v, ty, &at)?,
+            (None, Type::Option(_)) => {}
+            (None, _) => return Err(bad(&at, "missing")),
+        }
+    }
+    Ok(())
 }
 
-fn list(json: &Value, ty: &Type, path: &Path, len: Option<usize>) -> Result<Vec<Val>, String> {
+fn list(json: &Value, ty: &Type, path: &Path, len: Option<usize>) -> Result<(), String> {
     let items = array(json, path)?;
     if let Some(n) = len
         && items.len() != n
@@ -249,11 +252,10 @@ fn list(json: &Value, ty: &Type, path: &Path, len: Option<usize>) -> Result<Vec<
             format!("expected {n} items, got {}", items.len()),
         ));
     }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| to_val(v, ty, &path.index(i)))
-        .collect()
+    for (i, v) in items.iter().enumerate() {
+        check(v, ty, &path.index(i))?;
+    }
+    Ok(())
 }
 
 fn number(json: &Value, path: &Path) -> Result<f64, String> {
@@ -274,100 +276,4 @@ fn array<'a>(json: &'a Value, path: &Path) -> Result<&'a Vec<Value>, String> {
 fn object<'a>(json: &'a Value, path: &Path) -> Result<&'a Map<String, Value>, String> {
     json.as_object()
         .ok_or_else(|| bad(path, format!("expected an object, got {}", json_kind(json))))
-}
-
-/// The JSON of a value of type `ty` the guest returned. Fails only for what
-/// JSON cannot carry: a float that is not finite, a handle.
-pub fn to_json(val: &Val, ty: &Type, path: &Path) -> Result<Value, String> {
-    let float = |f: f64| {
-        serde_json::Number::from_f64(f)
-            .map(Value::Number)
-            .ok_or_else(|| bad(path, format!("{f} is not a number JSON can carry")))
-    };
-    let each = |items: &[Val], ty: &Type| -> Result<Value, String> {
-        let items = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| to_json(v, ty, &path.index(i)))
-            .collect::<Result<_, _>>()?;
-        Ok(Value::Array(items))
-    };
-    Ok(match (val, ty) {
-        (Val::Bool(b), _) => Value::Bool(*b),
-        (Val::S8(n), _) => (*n).into(),
-        (Val::U8(n), _) => (*n).into(),
-        (Val::S16(n), _) => (*n).into(),
-        (Val::U16(n), _) => (*n).into(),
-        (Val::S32(n), _) => (*n).into(),
-        (Val::U32(n), _) => (*n).into(),
-        (Val::S64(n), _) => (*n).into(),
-        (Val::U64(n), _) => (*n).into(),
-        (Val::Float32(f), _) => float(f64::from(*f))?,
-        (Val::Float64(f), _) => float(*f)?,
-        (Val::Char(c), _) => Value::String(c.to_string()),
-        (Val::String(s), _) => Value::String(s.clone()),
-        (Val::List(items), Type::List(l)) if l.ty() == Type::U8 => {
-            let bytes: Vec<u8> = items
-                .iter()
-                .filter_map(|v| if let Val::U8(b) = v { Some(*b) } else { None })
-                .collect();
-            Value::String(B64.encode(bytes))
-        }
-        (Val::List(items), Type::List(l)) => each(items, &l.ty())?,
-        (Val::FixedLengthList(items), Type::FixedLengthList(l)) => each(items, &l.ty())?,
-        (Val::Tuple(items), Type::Tuple(t)) => Value::Array(
-            items
-                .iter()
-                .zip(t.types())
-                .enumerate()
-                .map(|(i, (v, ty))| to_json(v, &ty, &path.index(i)))
-                .collect::<Result<_, _>>()?,
-        ),
-        (Val::Map(entries), Type::Map(m)) => {
-            let value_ty = m.value();
-            let mut obj = Map::new();
-            for (k, v) in entries {
-                let Val::String(key) = k else {
-                    return Err(bad(path, "a map key that is not a string"));
-                };
-                let value = to_json(v, &value_ty, &path.key(key))?;
-                obj.insert(key.clone(), value);
-            }
-            Value::Object(obj)
-        }
-        (Val::Record(fields), Type::Record(r)) => {
-            let mut obj = Map::new();
-            for ((name, v), field) in fields.iter().zip(r.fields()) {
-                obj.insert(name.clone(), to_json(v, &field.ty, &path.key(name))?);
-            }
-            Value::Object(obj)
-        }
-        (Val::Variant(tag, payload), Type::Variant(variant)) => {
-            let mut obj = Map::new();
-            obj.insert("tag".into(), Value::String(tag.clone()));
-            let case_ty = variant.cases().find(|c| c.name == tag).and_then(|c| c.ty);
-            if let (Some(v), Some(ty)) = (payload, case_ty) {
-                obj.insert("val".into(), to_json(v, &ty, &path.key("val"))?);
-            }
-            Value::Object(obj)
-        }
-        (Val::Enum(name), _) => Value::String(name.clone()),
-        (Val::Option(None), _) => Value::Null,
-        (Val::Option(Some(v)), Type::Option(o)) => to_json(v, &o.ty(), path)?,
-        (Val::Result(r), Type::Result(rt)) => {
-            let (name, v, side) = match r {
-                Ok(v) => ("ok", v, rt.ok()),
-                Err(v) => ("err", v, rt.err()),
-            };
-            let inner = match (v, side) {
-                (Some(v), Some(ty)) => to_json(v, &ty, &path.key(name))?,
-                _ => Value::Null,
-            };
-            let mut obj = Map::new();
-            obj.insert(name.into(), inner);
-            Value::Object(obj)
-        }
-        (Val::Flags(names), _) => Value::Array(names.iter().cloned().map(Value::String).collect()),
-        _ => return Err(bad(path, "a value JSON cannot carry")),
-    })
 }

@@ -1,21 +1,23 @@
 //! Plain components: a component written for no `hangar:plugin` world, whose
 //! exported functions are its tools. Reflection (`component_type()`) finds
 //! the functions; `schema.rs` derives each one's JSON Schemas from its WIT
-//! types; `convert.rs` turns the call's JSON into component values and the
-//! result back. Everything else (limits, grants, a fresh instance per call)
-//! is the `ToolPlugin`'s, as for any other tool.
+//! types; `convert.rs` checks the call's JSON against them, and `abi.rs`
+//! lowers it into the guest and lifts the result back as JSON, in bulk and
+//! within `max_output_bytes`. Everything else (limits, grants, a fresh
+//! instance per call) is the `ToolPlugin`'s, as for any other tool.
 
+mod abi;
 mod convert;
 mod docs;
 pub mod schema;
 
 use serde_json::Value;
-use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, ComponentExportIndex, Type, Val};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, Type};
+use wasmtime::{AsContextMut, Engine};
 
 use crate::call::{Content, ToolDef, ToolResult};
-use convert::Path;
+pub use abi::OutputTooLarge;
 pub use docs::PackageDocs;
 use schema::Way;
 
@@ -131,51 +133,73 @@ impl TypedExports {
 }
 
 impl TypedFunc {
-    pub fn export(&self) -> &ComponentExportIndex {
-        &self.export
-    }
-
-    /// The call's arguments as the function's parameters.
-    pub fn arguments(&self, args: &Value) -> Result<Vec<Val>, String> {
+    /// Checks the call's arguments against the function's parameters, before
+    /// any instance is spent on a call that cannot be made.
+    pub fn check_arguments(&self, args: &Value) -> Result<(), String> {
         convert::arguments(args, &self.params)
     }
 
-    /// A slot for each value the function returns.
-    pub fn result_slots(&self) -> Vec<Val> {
-        self.result.iter().map(|_| Val::Bool(false)).collect()
+    /// Calls the function in `instance` with `args` (checked already): its
+    /// result as JSON (`None` when it returns nothing), refused with
+    /// [`OutputTooLarge`] as soon as that JSON would pass `max_output_bytes`.
+    pub async fn call<S>(
+        &self,
+        mut store: S,
+        instance: &Instance,
+        args: &Value,
+        max_output_bytes: u64,
+    ) -> wasmtime::Result<Option<Value>>
+    where
+        S: AsContextMut<Data: Send>,
+    {
+        let f = instance
+            .get_func(&mut store, self.export)
+            .ok_or_else(|| wasmtime::format_err!("function {} is not exported", self.path))?;
+        let args = abi::Args::new(args, self.params.iter().map(|(n, _)| n.as_str()));
+        if self.result.is_none() {
+            let typed = f.typed::<abi::Args<'_>, ()>(&store)?;
+            typed.call_async(&mut store, args).await?;
+            return Ok(None);
+        }
+        let typed = f.typed::<abi::Args<'_>, abi::Ret>(&store)?;
+        let call = typed.call_async(&mut store, args);
+        let abi::Ret(value) = abi::with_output_limit(max_output_bytes, call).await?;
+        Ok(Some(value))
     }
 
-    /// What the function returned, as MCP's result: a `result`'s `err` is an
-    /// error result (`isError`), anything else the tool's answer.
-    pub fn tool_result(&self, results: &[Val]) -> Result<ToolResult, String> {
-        let (Some(ty), Some(val)) = (&self.result, results.first()) else {
-            return Ok(no_value());
+    /// What the function returned (its JSON), as MCP's result: a `result`'s
+    /// `err` is an error result (`isError`), anything else the tool's answer.
+    pub fn tool_result(&self, returned: Option<Value>) -> ToolResult {
+        let (Some(ty), Some(value)) = (&self.result, returned) else {
+            return no_value();
         };
-        let (value, ty) = match (val, ty) {
-            (Val::Result(Err(e)), Type::Result(rt)) => {
-                let text = match (e, rt.err()) {
-                    (Some(e), Some(ety)) => text_of(&convert::to_json(e, &ety, &Path::root())?),
-                    _ => "error".to_string(),
-                };
-                return Ok(ToolResult::error(text));
+        let (value, ty) = match (ty, value) {
+            (Type::Result(rt), Value::Object(mut side)) => {
+                if let Some(e) = side.remove("err") {
+                    let text = match rt.err() {
+                        Some(_) => text_of(&e),
+                        None => "error".to_string(),
+                    };
+                    return ToolResult::error(text);
+                }
+                match (rt.ok(), side.remove("ok")) {
+                    (Some(ok), Some(v)) => (v, ok),
+                    _ => return no_value(),
+                }
             }
-            (Val::Result(Ok(v)), Type::Result(rt)) => match (v, rt.ok()) {
-                (Some(v), Some(ok)) => (convert::to_json(v, &ok, &Path::root())?, ok),
-                _ => return Ok(no_value()),
-            },
-            (v, ty) => (convert::to_json(v, ty, &Path::root())?, ty.clone()),
+            (ty, value) => (value, ty.clone()),
         };
         let text = text_of(&value);
         let structured = match ty {
             Type::Record(_) => value,
             _ => serde_json::json!({ "result": value }),
         };
-        Ok(ToolResult {
+        ToolResult {
             content: vec![Content::Text { text }],
             structured_content: Some(structured),
             is_error: false,
             meta: None,
-        })
+        }
     }
 }
 

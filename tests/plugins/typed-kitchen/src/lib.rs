@@ -5,7 +5,9 @@
 //! with no return value, a loop that only the host's limits stop, and an
 //! outbound HTTP GET (`fetch`, with `wstd`) that only a grant lets through.
 //! `types.counter-value` takes a resource, so the host can not serve it, and
-//! `wasi:cli/run` is exported only to be skipped.
+//! `wasi:cli/run` is exported only to be skipped. The interface `bulk` makes
+//! and counts byte lists and string lists of any size, for the host's memory
+//! bounds on plain components' values.
 
 wit_bindgen::generate!({
     world: "kitchen",
@@ -133,6 +135,31 @@ impl types::Guest for Kitchen {
     fn counter_value(c: Counter) -> u32 {
         let _ = c.get::<KitchenCounter>();
         0
+    }
+}
+
+impl exports::test::kitchen::bulk::Guest for Kitchen {
+    fn make_bytes(n: u32) -> Vec<u8> {
+        (0..n).map(|i| (i % 251) as u8).collect()
+    }
+    fn make_strings(n: u32, size: u32) -> Vec<String> {
+        let one: String = (0..size).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        vec![one; n as usize]
+    }
+    fn count_bytes(v: Vec<u8>) -> u64 {
+        v.len() as u64
+    }
+    fn count_strings(v: Vec<String>) -> u64 {
+        v.iter().map(|s| s.len() as u64).sum()
+    }
+    fn make_blob(n: u32) -> Result<Option<exports::test::kitchen::bulk::Blob>, String> {
+        Ok(Some(exports::test::kitchen::bulk::Blob {
+            name: format!("{n} bytes"),
+            data: Self::make_bytes(n),
+        }))
+    }
+    fn make_bools(n: u32) -> Vec<bool> {
+        (0..n).map(|i| i % 2 == 0).collect()
     }
 }
 
