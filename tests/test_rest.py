@@ -12,7 +12,8 @@ def server(start_server):
 def test_list_tools(server):
     tools = httpx.get(server.url + "/tools").json()
     echo = next(t for t in tools if t["name"] == "echo")
-    assert set(echo) == {"name", "description", "inputSchema", "annotations"}
+    assert set(echo) == {"name", "description", "inputSchema", "annotations", "plugin"}
+    assert echo["plugin"] == {"name": "echo", "tool": "echo"}
     simple = next(t for t in tools if t["name"] == "test_simple_text")
     assert "annotations" not in simple
 

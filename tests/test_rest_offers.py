@@ -31,10 +31,13 @@ def test_resources_and_templates_are_listed(server):
     assert set(body) == {"resources", "resourceTemplates"}
     assert [r["uri"] for r in body["resources"]] == [
         "test://static-text", "test://static-binary", "test://watched-resource"]
+    # MCP's shapes, and the plugin that serves each (which the explorer reads).
     assert body["resources"][0] == {"uri": "test://static-text", "name": "static-text",
-                                    "description": "A static text resource", "mimeType": "text/plain"}
+                                    "description": "A static text resource", "mimeType": "text/plain",
+                                    "plugin": {"name": "everything"}}
     assert body["resourceTemplates"] == [{"uriTemplate": "test://template/{id}/data", "name": "template-data",
-                                          "description": "Data for any id", "mimeType": "application/json"}]
+                                          "description": "Data for any id", "mimeType": "application/json",
+                                          "plugin": {"name": "everything"}}]
 
 
 def test_read_a_text_resource(server):

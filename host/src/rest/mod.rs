@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::catalog::Annotations;
+use crate::catalog::{Annotations, Backend};
 use crate::pipeline::{CallError, ErrorKind, ToolResult, meta};
 use reply::{error, retry_later};
 use request::Caller;
@@ -71,20 +71,52 @@ struct Summary<'a> {
     /// The tool's `_meta` (an MCP App's `ui.resourceUri`), as MCP lists it.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a crate::call::Meta>,
-    /// An upstream's tool: which upstream, and the name it gives the tool.
-    /// An MCP App's view names the tools it calls as its own server does;
-    /// the explorer maps those names to Hangar's with this.
+    /// A plugin's tool: which plugin, and the name the plugin gives it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    upstream: Option<UpstreamName>,
+    plugin: Option<OwnName>,
+    /// An upstream's tool: which upstream, and the name it gives the tool.
+    /// An MCP App's view names the tools it calls as its own server does,
+    /// and may call only its own server's: the explorer maps a view's
+    /// names to Hangar's, and refuses the rest, with these two.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream: Option<OwnName>,
 }
 
-/// Where an upstream's tool comes from.
+/// Where a plugin's or an upstream's tool comes from.
 #[derive(Serialize)]
-struct UpstreamName {
-    /// `[upstreams.NAME]`.
+struct OwnName {
+    /// The plugin's name, or `[upstreams.NAME]`.
     name: String,
-    /// The tool's name on that server (before the prefix).
+    /// The tool's name in that plugin or on that server (before any prefix
+    /// or rename).
     tool: String,
+}
+
+/// The plugin and the upstream the catalog's tool `name` comes from (at
+/// most one of them). A meta tool (`search_tools`, `call_tool`…) comes
+/// from neither, even where a tool of the catalog bears its name: it is the
+/// one a call of that name runs, and it reaches every tool.
+fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>, Option<OwnName>) {
+    let catalog = pipeline.catalog();
+    if meta::is_meta(catalog.mode(), name) {
+        return (None, None);
+    }
+    let Ok(tool) = catalog.resolve(name) else {
+        return (None, None);
+    };
+    let own = |name: &str, tool: &str| {
+        Some(OwnName {
+            name: name.to_string(),
+            tool: tool.to_string(),
+        })
+    };
+    match &tool.backend {
+        Backend::Wasm {
+            plugin, guest_name, ..
+        } => (own(plugin.name(), guest_name), None),
+        Backend::Upstream { upstream, remote } => (None, own(&upstream.name, remote)),
+        Backend::Sql(_) => (None, None),
+    }
 }
 
 async fn list(caller: Caller) -> Response {
@@ -92,16 +124,17 @@ async fn list(caller: Caller) -> Response {
     let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
     let tools: Vec<Summary> = listed
         .iter()
-        .map(|d| Summary {
-            name: &d.name,
-            description: &d.description,
-            input_schema: &d.input_schema,
-            annotations: d.annotations.as_ref(),
-            meta: d.meta.as_ref(),
-            upstream: pipeline
-                .catalog()
-                .upstream_origin(&d.name)
-                .map(|(name, tool)| UpstreamName { name, tool }),
+        .map(|d| {
+            let (plugin, upstream) = origins(&pipeline, &d.name);
+            Summary {
+                name: &d.name,
+                description: &d.description,
+                input_schema: &d.input_schema,
+                annotations: d.annotations.as_ref(),
+                meta: d.meta.as_ref(),
+                plugin,
+                upstream,
+            }
         })
         .collect();
     Json(tools).into_response()

@@ -3,6 +3,7 @@
 //! MCP's result shapes, and [`OfferError`], the one place their failures
 //! become statuses.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 
 use super::reply::{Traced, error, retry_later};
 use super::request::{Caller, Rest};
+use crate::catalog::{Provider, ResolvedResource};
 use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
@@ -80,8 +82,48 @@ impl IntoResponse for OfferError {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Resources<'a> {
-    resources: Vec<&'a ResourceDef>,
-    resource_templates: Vec<&'a TemplateDef>,
+    resources: Vec<Sourced<&'a ResourceDef>>,
+    resource_templates: Vec<Sourced<&'a TemplateDef>>,
+}
+
+/// A resource or template as MCP lists it, with the plugin or upstream
+/// that serves it: an MCP App's view may read only its own server's
+/// resources, which the explorer tells by these.
+#[derive(Serialize)]
+struct Sourced<T> {
+    #[serde(flatten)]
+    def: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugin: Option<Server>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream: Option<Server>,
+}
+
+/// A plugin's name, or `[upstreams.NAME]`.
+#[derive(Serialize)]
+struct Server {
+    name: String,
+}
+
+impl<T> Sourced<T> {
+    /// `def`, served by `provider` (a `[[resources]]` statement: by neither).
+    fn new(def: T, provider: Option<&Provider>) -> Sourced<T> {
+        let server = |name: &str| {
+            Some(Server {
+                name: name.to_string(),
+            })
+        };
+        let (plugin, upstream) = match provider {
+            Some(Provider::Wasm(plugin)) => (server(plugin.name()), None),
+            Some(Provider::Upstream(upstream)) => (None, server(&upstream.name)),
+            Some(Provider::Sql(_)) | None => (None, None),
+        };
+        Sourced {
+            def,
+            plugin,
+            upstream,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -91,9 +133,27 @@ struct Prompts<'a> {
 
 async fn list_resources(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/resources").await;
+    let offered = pipeline.catalog().offered();
+    let resources = pipeline.listed_resources(principal.as_ref(), caller.toolset.as_ref());
+    let templates = pipeline.listed_templates(principal.as_ref(), caller.toolset.as_ref());
+    let by_template: HashMap<&str, &Provider> = (offered.templates.iter())
+        .map(|t| (t.def.uri_template.as_str(), &t.provider))
+        .collect();
     Json(Resources {
-        resources: pipeline.listed_resources(principal.as_ref(), caller.toolset.as_ref()),
-        resource_templates: pipeline.listed_templates(principal.as_ref(), caller.toolset.as_ref()),
+        resources: resources
+            .into_iter()
+            .map(|def| {
+                let provider = match offered.resolve_resource(&def.uri) {
+                    Ok(ResolvedResource::Fixed(r)) => Some(&r.provider),
+                    _ => None,
+                };
+                Sourced::new(def, provider)
+            })
+            .collect(),
+        resource_templates: templates
+            .into_iter()
+            .map(|def| Sourced::new(def, by_template.get(def.uri_template.as_str()).copied()))
+            .collect(),
     })
     .into_response()
 }

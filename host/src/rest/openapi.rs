@@ -134,15 +134,28 @@ fn offer_schemas() -> Value {
         merge(&mut properties, more);
         json!({ "type": "object", "required": required, "properties": properties })
     };
+    // The plugin or upstream serving a listed resource or template.
+    let server = |whose: &str| {
+        json!({
+            "type": "object",
+            "description": format!("The {whose} that serves it"),
+            "required": ["name"],
+            "properties": { "name": { "type": "string" } }
+        })
+    };
     json!({
         "Resource": described(&["uri", "name"], json!({
             "uri": { "type": "string" },
             "mimeType": { "type": "string" },
-            "size": { "type": "integer" }
+            "size": { "type": "integer" },
+            "plugin": server("plugin"),
+            "upstream": server("upstream server")
         })),
         "ResourceTemplate": described(&["uriTemplate", "name"], json!({
             "uriTemplate": { "type": "string" },
-            "mimeType": { "type": "string" }
+            "mimeType": { "type": "string" },
+            "plugin": server("plugin"),
+            "upstream": server("upstream server")
         })),
         "ResourceListing": {
             "type": "object",
@@ -264,6 +277,12 @@ pub fn document(tools: &[&ToolDef]) -> Value {
                     "inputSchema": { "type": "object" },
                     "annotations": { "type": "object" },
                     "_meta": { "type": "object", "description": "The tool's _meta, e.g. an MCP App's ui.resourceUri" },
+                    "plugin": {
+                        "type": "object",
+                        "description": "A plugin's tool: the plugin's name, and the tool's name in that plugin",
+                        "required": ["name", "tool"],
+                        "properties": { "name": { "type": "string" }, "tool": { "type": "string" } }
+                    },
                     "upstream": {
                         "type": "object",
                         "description": "An upstream server's tool: the upstream's name, and the tool's name on that server",
