@@ -2,13 +2,14 @@
 Chromium (Debian's, through Playwright): the example plugin sales-chart's
 view runs in a sandboxed frame under its own CSP, gets the call's input and
 result, calls a second tool through the page, and is torn down before its
-frame goes. What a view would try on its own (a hidden tool, a script from
-elsewhere, a resize) is done by evaluating script inside the view's frame."""
+frame goes. What a view would try on its own (another plugin's tool or
+resource, a hidden tool, a script from elsewhere, a resize) is done by
+evaluating script inside the view's frame."""
 
 import httpx
 import pytest
 
-from conftest import ROOT, Server
+from conftest import ROOT, Server, wait_for
 from test_explorer import browser  # noqa: F401 (the fixture: Debian's Chromium)
 
 SCREENSHOTS = ROOT / "target" / "ui-screenshots"
@@ -17,9 +18,13 @@ USER_KEY = "user-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
 
 # echo is hidden from everyone but admin; the sales tools are anyone's.
+# everything is another plugin, with resources and one tool (a short list).
 CONFIG = f"""
 [plugins.api-key]
 config = {{ keys = "admin={ADMIN_KEY}, user={USER_KEY}" }}
+
+[plugins.everything]
+tools = ["test_simple_text"]
 
 [auth]
 plugin = "api-key"
@@ -35,7 +40,7 @@ FRAME = "iframe.app-frame"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, shared_cache):
-    s = Server(tmp_path_factory.mktemp("ui-apps"), ["sales-chart", "echo", "api-key"], CONFIG, shared_cache)
+    s = Server(tmp_path_factory.mktemp("ui-apps"), ["sales-chart", "echo", "everything", "api-key"], CONFIG, shared_cache)
     s.start()
     yield s
     s.stop()
@@ -138,23 +143,106 @@ def test_a_tool_with_an_app_is_marked_and_its_view_runs_sandboxed(server, browse
     page.close()
 
 
-def test_a_view_gets_the_error_its_user_would_for_a_hidden_tool(server, browser):
+def access_lines(server, tool):
+    return [line for line in server.log_text().splitlines()
+            if "hangar::access" in line and f'tool="{tool}"' in line]
+
+
+def test_a_view_calls_and_reads_only_its_own_plugins_tools_and_resources(server, browser):
+    """A view's requests would run with the page's credentials: sales-chart's view asks,
+    in the page of a user who may call echo and read everything's resources, for echo
+    (another plugin's tool), for everything's tool, resource and templated resource.
+    Each is refused in the page, as an error the view gets, and never reaches the
+    server: no request leaves the page and no access line is written. Its own plugin's
+    tools and resources it still gets."""
+    page = explorer(server, browser, ADMIN_KEY)
+    sent = []
+    page.on("request", lambda r: sent.append(r.url))
+    frame = call_chart(page)
+    ask = lambda id, method, params: frame.evaluate(ASK_HOST, [id, method, params])
+
+    refused = {}
+    for name in ("echo", "test_simple_text", "no-such-tool"):
+        answer = ask("call-" + name, "tools/call", {"name": name, "arguments": {"text": "x"}})
+        assert "result" not in answer, answer
+        refused[name] = answer["error"]
+    # One answer for another plugin's tool and for no tool at all: a view
+    # learns nothing of what else the server has.
+    for name, error in refused.items():
+        assert error == {"code": -32601, "message": refused["no-such-tool"]["message"].replace("no-such-tool", name)}
+    assert "echo" in refused["echo"]["message"] and "plugin sales-chart" in refused["echo"]["message"]
+    for uri in ("test://static-text", "test://template/7/data"):
+        answer = ask("read-" + uri, "resources/read", {"uri": uri})
+        assert "result" not in answer, answer
+        assert answer["error"]["code"] == -32002 and uri in answer["error"]["message"], answer
+
+    # Its own plugin's: a tool (the marker: its access line comes after any the
+    # refused calls could have left) and its view.
+    forecast = ask("own-1", "tools/call", {"name": "sales.forecast", "arguments": {"region": "west"}})
+    assert forecast["result"]["structuredContent"]["forecast"], forecast
+    read = ask("own-2", "resources/read", {"uri": VIEW})
+    assert read["result"]["contents"][0]["uri"] == VIEW
+    wait_for(lambda: access_lines(server, "sales.forecast"), 10, "the view's own call's access line")
+
+    assert not [u for u in sent if "/tools/echo/" in u or "test_simple_text" in u or "no-such-tool" in u
+                or "/resources/read" in u and "test%3A" in u], sent
+    assert access_lines(server, "echo") == [] and access_lines(server, "test_simple_text") == []
+    log = page.locator("#app-messages").text_content()
+    assert "→ error for tools/call" in log and "→ error for resources/read" in log
+    page.close()
+
+    # What the view was refused, its user may do.
+    admin = {"x-api-key": ADMIN_KEY}
+    assert httpx.post(server.url + "/tools/echo/call", json={"text": "hi"}, headers=admin).status_code == 200
+    r = httpx.get(server.url + "/resources/read", params={"uri": "test://static-text"}, headers=admin)
+    assert r.status_code == 200, r.text
+
+
+def test_a_view_is_refused_a_hidden_tool_as_any_other(server, browser):
+    """echo is hidden from the user: REST says it is not found; the view is
+    refused it as it is refused any tool not of its plugin."""
     page = explorer(server, browser, USER_KEY)
     frame = call_chart(page)
     rest = httpx.post(server.url + "/tools/echo/call", json={"text": "x"}, headers={"x-api-key": USER_KEY})
     assert rest.status_code == 404
     answer = frame.evaluate(ASK_HOST, ["hidden-1", "tools/call", {"name": "echo", "arguments": {"text": "x"}}])
+    other = frame.evaluate(ASK_HOST, ["hidden-2", "tools/call", {"name": "nothing", "arguments": {}}])
     assert "result" not in answer
-    assert answer["error"] == {"code": -32601, "message": rest.json()["error"], "data": {"status": 404}}
-    assert "echo" in answer["error"]["message"]
+    assert answer["error"] == {"code": -32601, "message": other["error"]["message"].replace("nothing", "echo")}
     page.close()
 
-    # The same view in the page of a user who may see echo: it runs.
-    page = explorer(server, browser, ADMIN_KEY)
-    frame = call_chart(page)
-    answer = frame.evaluate(ASK_HOST, ["shown-1", "tools/call", {"name": "echo", "arguments": {"text": "hi"}}])
-    assert answer["result"]["content"][0]["text"] == "hi"
-    page.close()
+
+def test_a_prefixed_plugins_view_calls_its_tools_by_either_name(tmp_path_factory, shared_cache, browser):
+    """With `prefix = "shop."` the catalog lists shop.sales.chart: the view's own button
+    calls shop.sales.forecast (Hangar's name, from its hostContext), and the plugin's own
+    name sales.forecast reaches the same tool; echo stays out of reach."""
+    config = '[plugins.sales-chart]\nprefix = "shop."\n'
+    s = Server(tmp_path_factory.mktemp("ui-prefix"), ["sales-chart", "echo"], config, shared_cache)
+    s.start()
+    try:
+        listed = {t["name"]: t for t in httpx.get(s.url + "/tools").json()}
+        assert listed["shop.sales.forecast"]["plugin"] == {"name": "sales-chart", "tool": "sales.forecast"}
+        assert listed["echo"]["plugin"] == {"name": "echo", "tool": "echo"}
+        resources = httpx.get(s.url + "/resources").json()["resources"]
+        assert [r["plugin"] for r in resources if r["uri"] == VIEW] == [{"name": "sales-chart"}]
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        page.goto(s.url + "/ui")
+        page.click('#tools li[data-tool="shop.sales.chart"]')
+        page.click("#call")
+        page.wait_for_selector("#outcome:not(.error)")
+        frame = page.wait_for_selector(FRAME).content_frame()
+        frame.wait_for_function("() => document.getElementById('forecast') && !document.getElementById('forecast').disabled")
+        frame.click("#forecast")
+        frame.wait_for_selector("#status:has-text('Forecast: ')")
+        own = frame.evaluate(ASK_HOST, ["own-1", "tools/call", {"name": "sales.forecast", "arguments": {"region": "west"}}])
+        assert own["result"]["structuredContent"]["forecast"], own
+        echo = frame.evaluate(ASK_HOST, ["echo-1", "tools/call", {"name": "echo", "arguments": {"text": "x"}}])
+        assert echo["error"]["code"] == -32601, echo
+        wait_for(lambda: len(access_lines(s, "shop.sales.forecast")) == 2, 10, "the view's own calls' access lines")
+        assert access_lines(s, "echo") == []
+        page.close()
+    finally:
+        s.stop()
 
 
 def test_a_view_reads_resources_and_gets_errors_for_what_no_host_serves(server, browser):
@@ -163,17 +251,7 @@ def test_a_view_reads_resources_and_gets_errors_for_what_no_host_serves(server, 
     read = frame.evaluate(ASK_HOST, ["read-1", "resources/read", {"uri": VIEW}])
     assert read["result"]["contents"][0]["mimeType"] == "text/html;profile=mcp-app"
     missing = frame.evaluate(ASK_HOST, ["read-2", "resources/read", {"uri": "ui://nothing/here"}])
-    assert missing["error"]["data"] == {"status": 404}
-    unknown = frame.evaluate(ASK_HOST, ["odd-1", "ui/no-such-method", {}])
-    assert unknown["error"] == {"code": -32601, "message": "Method not found: ui/no-such-method"}
-    link = frame.evaluate(ASK_HOST, ["link-1", "ui/open-link", {"url": "javascript:alert(1)"}])
-    assert link["error"]["code"] == -32602
-    link = frame.evaluate(ASK_HOST, ["link-2", "ui/open-link", {"url": "https://example.com/docs"}])
-    assert link["result"] == {}
-    assert page.locator(".app-notice a").get_attribute("href") == "https://example.com/docs"
-    page.close()
-
-
+    assert missing["error"]["code"] == -32002 and "ui://nothing/here" in missing["error"]["message"]
 def test_the_views_csp_blocks_a_script_from_a_domain_it_did_not_declare(server, browser):
     # sales-chart declares no domains: the spec's restrictive default.
     page = explorer(server, browser)
@@ -266,9 +344,10 @@ def test_teardown_is_sent_before_the_frame_is_replaced(server, browser):
 def test_an_upstream_servers_app_runs_and_calls_its_own_tools_by_their_names(start_server, browser):
     """The MCP Apps SDK's example server from npm behind `[upstreams.apps]` (prefix `apps.`):
     its view, drawn in the explorer, asks for `get-time` by the name its server gives it;
-    the page calls `apps.get-time` (REST lists each upstream tool's own name)."""
-    from apps_upstream import TOOL, start_apps
-    s = start_apps(start_server)
+    the page calls `apps.get-time` (REST lists each upstream tool's own name). A plugin's
+    tool and view beside it are out of the upstream view's reach, and the other way round."""
+    from apps_upstream import TOOL, VIEW as UPSTREAM_VIEW, start_apps
+    s = start_apps(start_server, plugins=("sales-chart",))
     listed = {t["name"]: t for t in httpx.get(s.url + "/tools").json()}
     assert listed["apps." + TOOL]["upstream"] == {"name": "apps", "tool": TOOL}
     page = browser.new_page(viewport={"width": 1100, "height": 760})
@@ -287,6 +366,33 @@ def test_an_upstream_servers_app_runs_and_calls_its_own_tools_by_their_names(sta
     frame.wait_for_function(time_shown)
     assert calls() == 1
     assert frame.locator("#server-time").inner_text() != "[ERROR]"
+
+    # Hangar's name for its own tool works too; a plugin's tool and view do not.
+    ask = lambda id, method, params: frame.evaluate(ASK_HOST, [id, method, params])
+    assert "result" in ask("own-1", "tools/call", {"name": "apps." + TOOL, "arguments": {}})
+    for name in ("sales.forecast", "forecast"):
+        answer = ask("other-" + name, "tools/call", {"name": name, "arguments": {"region": "west"}})
+        assert answer["error"]["code"] == -32601 and "upstream apps" in answer["error"]["message"], answer
+    answer = ask("other-view", "resources/read", {"uri": VIEW})
+    assert answer["error"]["code"] == -32002, answer
+    assert "result" in ask("own-view", "resources/read", {"uri": UPSTREAM_VIEW})
+    page.close()
+
+    # sales-chart's view may not reach the upstream's tool or view.
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    page.goto(s.url + "/ui")
+    frame = call_chart(page)
+    for name in (TOOL, "apps." + TOOL):
+        answer = frame.evaluate(ASK_HOST, ["up-" + name, "tools/call", {"name": name, "arguments": {}}])
+        assert answer["error"]["code"] == -32601 and "plugin sales-chart" in answer["error"]["message"], answer
+    answer = frame.evaluate(ASK_HOST, ["up-view", "resources/read", {"uri": UPSTREAM_VIEW}])
+    assert answer["error"]["code"] == -32002, answer
+    # The marker: the chart call's line is in; any line of the refused calls would be before it.
+    frame.click("#forecast")
+    frame.wait_for_selector("#status:has-text('Forecast: ')")
+    wait_for(lambda: access_lines(s, "sales.forecast"), 10, "the chart view's own call's access line")
+    # The explorer's call, and the upstream view's own two.
+    assert len(access_lines(s, "apps." + TOOL)) == 3
     page.close()
 
 
