@@ -34,9 +34,12 @@ class Receiver:
     """A tiny OTLP/HTTP collector: keeps every span it is sent, with its
     resource's attributes."""
 
-    def __init__(self, delay: float = 0, idle_close: float = 0):
+    def __init__(self, delay: float = 0, idle_close: float = 0, hold: threading.Event | None = None):
+        """`hold`: each export waits until the event is set (counted in
+        `held` while it waits), so a test controls when the collector answers."""
         self.spans = []
         self.headers = []
+        self.held = 0
         # How many spans each export request held, in order.
         self.batches = []
         self.lock = threading.Lock()
@@ -51,6 +54,11 @@ class Receiver:
 
             def do_POST(self):
                 time.sleep(delay)  # a slow collector, when asked for
+                if hold is not None:
+                    with receiver.lock:
+                        receiver.held += 1
+                    # 60 s: against a hang only; the test sets the event.
+                    hold.wait(60)
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 if self.path != "/v1/traces":
                     self.send_response(404)
@@ -199,11 +207,13 @@ def test_without_traceparent_the_answer_names_the_spans_trace(server, receiver):
 
 def test_stopping_sends_what_is_queued_and_a_full_queue_drops_and_says_so(start_server):
     """A queue of 3 spans (so batches of 3), a schedule that never fires and a
-    collector that takes 2 s per export: while the first batch is being sent
-    the queue fills and later spans are dropped. Every span is either sent
-    (the rest at SIGTERM, with the configured headers) or counted in the log
-    as dropped; calls never wait for the exporter."""
-    receiver = Receiver(delay=2)
+    collector that holds each export until the test lets it go: while the
+    first batch is held the queue fills and later spans are dropped, and
+    calls go on answering (they never wait for the exporter). Every span is
+    either sent (the rest at SIGTERM, with the configured headers) or
+    counted in the log as dropped."""
+    gate = threading.Event()
+    receiver = Receiver(hold=gate)
     calls = 8
     try:
         server = start_server(plugins=("everything",), env={
@@ -213,13 +223,22 @@ def test_stopping_sends_what_is_queued_and_a_full_queue_drops_and_says_so(start_
             "OTEL_BSP_MAX_QUEUE_SIZE": "3",
         })
         ids = []
-        started = time.monotonic()
-        for _ in range(calls):
-            r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
+
+        def call():
+            r = httpx.post(server.url + "/tools/test_simple_text/call", json={}, timeout=30)
             assert r.status_code == 200, r.text
             ids.append(r.json()["_meta"]["_trace_id"])
-        assert time.monotonic() - started < 2, "calls waited for the slow collector"
-        assert receiver.spans == []  # the first batch is still on its way
+
+        # Two calls make four spans: a full batch of three goes to the
+        # collector, which holds it.
+        call()
+        call()
+        wait_for(lambda: receiver.held >= 1, 30, "the first batch at the collector")
+        # The rest answer while the collector still holds it.
+        for _ in range(calls - 2):
+            call()
+        assert receiver.spans == [] and not gate.is_set(), "the first batch was let go"
+        gate.set()
         server.stop()
         assert server.proc.returncode == 0
         log = server.log_text()
@@ -233,6 +252,7 @@ def test_stopping_sends_what_is_queued_and_a_full_queue_drops_and_says_so(start_
         assert receiver.headers[0]["x-collector-key"] == "s cret"
         assert receiver.headers[0]["x-tenant"] == "7"
     finally:
+        gate.set()
         receiver.close()
 
 

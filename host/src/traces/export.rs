@@ -129,24 +129,26 @@ impl Queue {
             pending.entries.extend_from_slice(&entries[..last]);
             pending.ends.extend(kept.iter().map(|end| base + end));
         }
-        if !lost.is_empty() {
+        let first_drop = !lost.is_empty() && {
             pending.dropped += lost.len() as u64;
-            if pending.dropped == lost.len() as u64 {
-                drop(pending);
-                tracing::warn!(
-                    "traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE={}), spans are dropped \
-                     until the exporter catches up",
-                    self.max_queue_size
-                );
-                return;
-            }
-        }
+            pending.dropped == lost.len() as u64
+        };
         // Only the push that fills a batch wakes the exporter: a wake-up is
-        // a syscall, and the timer takes care of the rest.
+        // a syscall, and the timer takes care of the rest. The push that
+        // fills it may also drop what did not fit: it wakes the exporter
+        // all the same (else a full queue waits for the schedule).
         let now = before + kept.len();
-        if before < self.max_export_batch_size && now >= self.max_export_batch_size {
-            drop(pending);
+        let wake = before < self.max_export_batch_size && now >= self.max_export_batch_size;
+        drop(pending);
+        if wake {
             self.ready.notify_one();
+        }
+        if first_drop {
+            tracing::warn!(
+                "traces: the span queue is full (OTEL_BSP_MAX_QUEUE_SIZE={}), spans are dropped \
+                 until the exporter catches up",
+                self.max_queue_size
+            );
         }
     }
 }
