@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{Config, RegistriesConfig};
 
 mod docker_config;
+mod fetch;
 mod pull;
 mod push;
 mod requests;
@@ -27,6 +28,7 @@ mod store;
 mod trust;
 
 pub use crate::config::TrustedKey;
+use fetch::*;
 use pull::*;
 pub use push::{PushOptions, check_signing_key, push, push_signature};
 pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
@@ -38,7 +40,8 @@ use trust::*;
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
-/// A component bigger than this is refused before it is downloaded.
+/// A component declared bigger than this is refused before it is
+/// downloaded; one streaming past its declared size, while it arrives.
 const MAX_LAYER_BYTES: i64 = 256 << 20;
 
 /// Where a plugin's bytes came from this time.
@@ -104,7 +107,7 @@ pub struct Resolution {
 /// not reached) from the cache for a pinned digest or a tag pulled before;
 /// then judges it by `[trust]`.
 async fn resolve_one(
-    client: &Client,
+    registry: &Registry,
     config: &Config,
     store: &Store,
     (name, source_text, digest): (&str, &str, Option<&str>),
@@ -156,9 +159,9 @@ async fn resolve_one(
             .push(resolved(pin.clone(), path, Fetched::Cache, signature));
         return;
     }
-    let pulled = match pull_one(client, &config.registries, store, &source, pin.as_deref()).await {
+    let pulled = match pull_one(registry, store, &source, pin.as_deref()).await {
         Ok((digest, path)) if checks_signatures(&config.trust) => {
-            match fetch_signatures(client, &config.registries, store, &source, &digest).await {
+            match fetch_signatures(registry, store, &source, &digest).await {
                 Ok(signed) => {
                     let signature = judge(&config.trust, &digest, signed.as_deref());
                     Ok((digest, path, signature))
@@ -252,11 +255,25 @@ pub async fn resolve(config: &Config, ask: Ask) -> Resolution {
     if sources.is_empty() {
         return out;
     }
-    let client = client(&config.registries);
+    let registry = match Registry::new(&config.registries) {
+        Ok(r) => r,
+        Err(reason) => {
+            for (name, source, _) in sources {
+                tracing::error!(plugin = %name, source, "refused: {reason}");
+                out.problems.push(Problem {
+                    name: name.clone(),
+                    source: source.to_string(),
+                    reason: reason.clone(),
+                });
+                out.refused.push(name.clone());
+            }
+            return out;
+        }
+    };
     let store = Store::new(&config.server.cache_dir);
     for (name, source, digest) in sources {
         resolve_one(
-            &client,
+            &registry,
             config,
             &store,
             (name, source, digest),

@@ -94,30 +94,22 @@ pub(super) fn wasm_layer(raw: &[u8]) -> Result<oci_client::manifest::OciDescript
 }
 
 /// Pulls one source from its registry into the store; returns the
-/// manifest digest and the component's path.
+/// manifest digest and the component's path. The manifest is read up to
+/// `MAX_MANIFEST_BYTES` and the layer up to its declared size, straight to
+/// a temporary file in the store and hashed on the way: no body is ever
+/// held whole in memory, however much the registry sends.
 pub(super) async fn pull_one(
-    client: &Client,
-    registries: &RegistriesConfig,
+    registry: &Registry,
     store: &Store,
     source: &Source,
     pin: Option<&str>,
 ) -> Result<(String, PathBuf), PullError> {
     let reference = &source.reference;
-    let registry = reference.resolve_registry().to_string();
-    let auth = auth_for(registries, &registry).map_err(PullError::Refused)?;
     let accepted = [OCI_IMAGE_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE];
-    let (raw, _) = client
-        .pull_manifest_raw(reference, &auth, &accepted)
+    let raw = registry
+        .manifest(reference, &accepted)
         .await
-        .map_err(|e| {
-            let insecure = registries.insecure.contains(&registry);
-            let text = explain(&e, &registry, insecure);
-            if unreachable(&e) {
-                PullError::Unreachable(text)
-            } else {
-                PullError::Refused(text)
-            }
-        })?;
+        .map_err(|f| registry.pull_error(reference, f))?;
     let digest = sha256(&raw);
     if let Some(pin) = pin
         && pin != digest
@@ -130,27 +122,30 @@ pub(super) async fn pull_one(
     let path = match store.read(&layer.digest) {
         Some(_) => store.blob_path(&layer.digest),
         None => {
-            let mut bytes = Vec::with_capacity(layer.size as usize);
-            client
-                .pull_blob(reference, &layer, &mut bytes)
+            let cannot_store =
+                |e: std::io::Error| PullError::Refused(format!("cannot store the layer: {e}"));
+            let mut pending = store.pending(&layer.digest).map_err(cannot_store)?;
+            registry
+                .blob(
+                    reference,
+                    (&layer.digest, layer.size),
+                    "layer",
+                    pending.writer(),
+                )
                 .await
-                .map_err(|e| {
-                    if unreachable(&e) {
-                        PullError::Unreachable(format!("layer {}: {e}", layer.digest))
-                    } else {
-                        PullError::Refused(format!("layer {}: {e}", layer.digest))
-                    }
+                .map_err(|f| match f {
+                    // Already says which layer.
+                    Failure::Refused(why) => PullError::Refused(why),
+                    f => match registry.pull_error(reference, f) {
+                        PullError::Unreachable(e) => {
+                            PullError::Unreachable(format!("layer {}: {e}", layer.digest))
+                        }
+                        PullError::Refused(e) => {
+                            PullError::Refused(format!("layer {}: {e}", layer.digest))
+                        }
+                    },
                 })?;
-            let got = sha256(&bytes);
-            if got != layer.digest {
-                return Err(PullError::Refused(format!(
-                    "layer bytes hash to {got}, the manifest says {}",
-                    layer.digest
-                )));
-            }
-            store
-                .write(&layer.digest, &bytes)
-                .map_err(|e| PullError::Refused(format!("cannot store the layer: {e}")))?
+            pending.keep().map_err(cannot_store)?
         }
     };
     store

@@ -1,5 +1,9 @@
 //! The content-addressed cache of pulled components and manifests.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::*;
 
 /// The content-addressed store: `oci/sha256/<hex>` (layers and manifests,
@@ -37,6 +41,24 @@ impl Store {
         Ok(path)
     }
 
+    /// A blob to be written as it arrives, stored under `digest` by
+    /// [`Pending::keep`] once checked.
+    pub(super) fn pending(&self, digest: &str) -> std::io::Result<Pending> {
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let path = self.blob_path(digest);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let write = WRITES.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{}-{write}", std::process::id()));
+        Ok(Pending {
+            file: BufWriter::new(File::create(&tmp)?),
+            tmp,
+            path,
+            kept: false,
+        })
+    }
+
     pub(super) fn refs_path(&self) -> PathBuf {
         self.dir.join("refs.json")
     }
@@ -63,6 +85,38 @@ impl Store {
     }
 }
 
+/// A blob being written to a temporary file: renamed into place by
+/// [`Pending::keep`], removed when dropped unkept (a refused pull leaves
+/// nothing in the store).
+pub(super) struct Pending {
+    file: BufWriter<File>,
+    tmp: PathBuf,
+    path: PathBuf,
+    kept: bool,
+}
+
+impl Pending {
+    pub(super) fn writer(&mut self) -> &mut (dyn Write + Send) {
+        &mut self.file
+    }
+
+    /// Stores what was written under its digest; returns its path.
+    pub(super) fn keep(mut self) -> std::io::Result<PathBuf> {
+        self.file.flush()?;
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.kept = true;
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 /// The cached component for `manifest_digest`, when its manifest and layer
 /// are stored and intact.
 pub(super) fn from_cache(store: &Store, manifest_digest: &str) -> Option<PathBuf> {
@@ -70,4 +124,29 @@ pub(super) fn from_cache(store: &Store, manifest_digest: &str) -> Option<PathBuf
     let layer = wasm_layer(&raw).ok()?;
     store.read(&layer.digest)?;
     Some(store.blob_path(&layer.digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_blob_is_stored_when_kept_and_gone_when_dropped() {
+        let dir = std::env::temp_dir().join(format!("hangar-store-{}", uuid::Uuid::new_v4()));
+        let store = Store::new(&dir);
+        let digest = sha256(b"kept");
+        let mut kept = store.pending(&digest).unwrap();
+        kept.writer().write_all(b"kept").unwrap();
+        let mut refused = store.pending(&sha256(b"refused")).unwrap();
+        refused.writer().write_all(b"refu").unwrap();
+        drop(refused);
+        assert_eq!(kept.keep().unwrap(), store.blob_path(&digest));
+        assert_eq!(store.read(&digest).as_deref(), Some(&b"kept"[..]));
+        let left: Vec<_> = std::fs::read_dir(dir.join("oci/sha256"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
 }

@@ -11,7 +11,8 @@ use super::signature::*;
 use super::*;
 use crate::config::{Require, TrustConfig};
 
-/// A signature payload bigger than this is refused before it is downloaded.
+/// A signature payload declared bigger than this is refused before it is
+/// downloaded; one streaming past its declared size, while it arrives.
 const MAX_PAYLOAD_BYTES: i64 = 64 << 10;
 
 /// What the signature check of a plugin found.
@@ -123,25 +124,26 @@ fn signature_layers(raw: &[u8]) -> Result<Vec<(OciDescriptor, Vec<u8>)>, String>
 }
 
 /// Fetches the signatures of `digest` from the registry, storing them in
-/// the cache; `None` when there is no signature tag.
+/// the cache; `None` when there is no signature tag. The signature
+/// manifest is read up to `MAX_MANIFEST_BYTES`, each payload up to its
+/// declared size (at most `MAX_PAYLOAD_BYTES`), while they arrive.
 pub(super) async fn fetch_signatures(
-    client: &Client,
-    registries: &RegistriesConfig,
+    registry: &Registry,
     store: &Store,
     source: &Source,
     digest: &str,
 ) -> Result<Option<Vec<Signed>>, PullError> {
     use oci_client::errors::{OciDistributionError as E, OciErrorCode};
     let sig_ref = signature_reference(source, digest);
-    let registry = sig_ref.resolve_registry().to_string();
-    let auth = auth_for(registries, &registry).map_err(PullError::Refused)?;
     let accepted = [OCI_IMAGE_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE];
-    let raw = match client.pull_manifest_raw(&sig_ref, &auth, &accepted).await {
-        Ok((raw, _)) => raw,
-        Err(E::ImageManifestNotFoundError(_)) | Err(E::ServerError { code: 404, .. }) => {
+    let tag = sig_ref.tag().unwrap_or_default().to_string();
+    let raw = match registry.manifest(&sig_ref, &accepted).await {
+        Ok(raw) => raw,
+        Err(Failure::Http(E::ImageManifestNotFoundError(_)))
+        | Err(Failure::Http(E::ServerError { code: 404, .. })) => {
             return Ok(None);
         }
-        Err(E::RegistryError { envelope, .. })
+        Err(Failure::Http(E::RegistryError { envelope, .. }))
             if envelope
                 .errors
                 .iter()
@@ -149,16 +151,11 @@ pub(super) async fn fetch_signatures(
         {
             return Ok(None);
         }
-        Err(e) if unreachable(&e) => {
-            return Err(PullError::Unreachable(format!("signature: {e}")));
-        }
-        Err(e) => {
-            let insecure = registries.insecure.contains(&registry);
-            return Err(PullError::Refused(format!(
-                "signature tag {}: {}",
-                sig_ref.tag().unwrap_or_default(),
-                explain(&e, &registry, insecure)
-            )));
+        Err(f) => {
+            return Err(match registry.pull_error(&sig_ref, f) {
+                PullError::Unreachable(e) => PullError::Unreachable(format!("signature: {e}")),
+                PullError::Refused(e) => PullError::Refused(format!("signature tag {tag}: {e}")),
+            });
         }
     };
     let layers = signature_layers(&raw).map_err(PullError::Refused)?;
@@ -168,16 +165,25 @@ pub(super) async fn fetch_signatures(
             Some(bytes) => bytes,
             None => {
                 let mut bytes = Vec::new();
-                client
-                    .pull_blob(&sig_ref, &layer, &mut bytes)
+                registry
+                    .blob(
+                        &sig_ref,
+                        (&layer.digest, layer.size),
+                        "signature payload",
+                        &mut bytes,
+                    )
                     .await
-                    .map_err(|e| PullError::Refused(format!("signature payload: {e}")))?;
-                if sha256(&bytes) != layer.digest {
-                    return Err(PullError::Refused(format!(
-                        "signature payload bytes do not hash to {}",
-                        layer.digest
-                    )));
-                }
+                    .map_err(|f| match f {
+                        Failure::Refused(why) => PullError::Refused(why),
+                        f => match registry.pull_error(&sig_ref, f) {
+                            PullError::Unreachable(e) => {
+                                PullError::Unreachable(format!("signature payload: {e}"))
+                            }
+                            PullError::Refused(e) => {
+                                PullError::Refused(format!("signature payload: {e}"))
+                            }
+                        },
+                    })?;
                 store
                     .write(&layer.digest, &bytes)
                     .map_err(|e| PullError::Refused(format!("cannot store a signature: {e}")))?;

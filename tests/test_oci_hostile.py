@@ -1,0 +1,94 @@
+"""A hostile registry (issue 61): pulls are bounded while they stream.
+
+The registry is tests/hostile_registry.py, a small HTTP server of this test's
+own (Debian's docker-registry serves only what it stores). Peak RSS is the
+kernel's VmHWM of the `hangar serve` that pulled, against a server with the
+same config and no source: the goal is + < 64 MiB (a figure in
+RELIABILITY.md, scripts/abuse_registry.py); the bound asserted here is twice
+that, which a pull that holds the flood in memory crosses many times over
+(each flood is 512 MiB; before the fix: + 600 MiB to + 1 GiB).
+"""
+
+import subprocess
+
+import pytest
+
+from conftest import plugin_path
+from hostile_registry import HostileRegistry
+from test_oci_sources import hangar, problems, registries, servers, source, tools  # noqa: F401
+
+FLOOD_MIB = 512
+BOUND_MIB = 128
+
+
+@pytest.fixture
+def hostile():
+    r = HostileRegistry(plugin_path("echo").read_bytes(), FLOOD_MIB).start()
+    yield r
+    r.stop()
+
+
+def peak_mib(server) -> float:
+    for line in open(f"/proc/{server.proc.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def public_key(folder) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    key, pub = folder / "team.key", folder / "team.pub"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-out", key], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out", pub], check=True,
+                   capture_output=True)
+    return str(pub)
+
+
+def trust(tmp_path, require: str) -> str:
+    return f'[trust]\nkeys = ["{public_key(tmp_path / "keys")}"]\nrequire = "{require}"\n'
+
+
+ATTACKS = {
+    # repository: (what the problem says, needs [trust] require = "signed")
+    "oversized-blob": ("the registry sent more than the 8 bytes the manifest declares", False),
+    "endless-manifest": ("the manifest is larger than 4096 KiB", False),
+    "endless-error": ("registry 127.0.0.1", False),
+    "huge-signature": ("the registry sent more than the 256 bytes the manifest declares", True),
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_a_flood_is_refused_while_it_streams(tmp_path, hostile, servers, attack):
+    says, signed = ATTACKS[attack]
+    base = registries(hostile) + (trust(tmp_path, "signed") if signed else "")
+    calm = servers(tmp_path / "calm", [], config=base)
+    ref = hostile.ref(attack)
+    s = servers(tmp_path / "srv", [], config=base + source("evil", ref))
+    assert tools(s) == []
+    [p] = problems(s)
+    assert p["path"] == ref and '"evil"' in p["error"] and says in p["error"], p
+    growth = peak_mib(s) - peak_mib(calm)
+    assert growth < BOUND_MIB, f"peak RSS + {growth:.0f} MiB pulling {attack}"
+    # Hangar hung up: the registry wrote little of its flood (socket buffers hold a few MiB).
+    assert hostile.written[attack] < 64 << 20, hostile.written
+    # Nothing of the flood is kept (a refused blob's temporary file is removed).
+    stored = tmp_path / "srv/cache/oci/sha256"
+    largest = max(plugin_path("echo").stat().st_size, 1 << 20)
+    assert not stored.exists() or all(f.stat().st_size <= largest and "tmp" not in f.name
+                                      for f in stored.iterdir())
+
+
+def test_an_endless_token_answer_is_refused_while_it_streams(tmp_path, servers):
+    hostile = HostileRegistry(plugin_path("echo").read_bytes(), FLOOD_MIB, token_flood=True).start()
+    try:
+        calm = servers(tmp_path / "calm", [], config=registries(hostile))
+        ref = hostile.ref("good")
+        s = servers(tmp_path / "srv", [], config=registries(hostile) + source("evil", ref))
+        assert tools(s) == []
+        [p] = problems(s)
+        assert '"evil"' in p["error"] and "token answer is larger than 64 KiB" in p["error"], p
+        growth = peak_mib(s) - peak_mib(calm)
+        assert growth < BOUND_MIB, f"peak RSS + {growth:.0f} MiB on an endless token"
+    finally:
+        hostile.stop()
