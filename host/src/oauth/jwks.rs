@@ -366,15 +366,32 @@ mod tests {
         }
     }
 
-    /// `keys_for`, which must answer within a second.
+    /// `keys_for`, which must answer while the issuer hangs. A hanging
+    /// issuer answers only when the test lets it, so an answer at all shows
+    /// the call did not wait for it; the 30 s are against a hang of the
+    /// test, not a bound on how soon it answers.
     async fn now(jwks: &Jwks, kid: &str) -> Vec<Option<String>> {
-        tokio::time::timeout(Duration::from_secs(1), jwks.keys_for(Some(kid)))
+        tokio::time::timeout(Duration::from_secs(30), jwks.keys_for(Some(kid)))
             .await
             .expect("answered without waiting for the issuer")
             .unwrap()
             .into_iter()
             .map(|k| k.kid)
             .collect()
+    }
+
+    /// Waits for the issuer to have been asked `n` times (the refresh's
+    /// request reaching it), then checks it was not asked more.
+    async fn fetched(issuer: &Issuer, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while issuer.fetches() < n {
+            assert!(
+                Instant::now() < deadline,
+                "the refresh never reached the issuer"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(issuer.fetches(), n);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,11 +425,10 @@ mod tests {
             assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
             assert!(now(&jwks, "b").await.is_empty());
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(issuer.fetches(), 2);
+        fetched(&issuer, 2).await;
         // The issuer answers: the new key is there for later tokens.
         issuer.hang.send_replace(false);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while now(&jwks, "b").await.is_empty() {
             assert!(Instant::now() < deadline, "the refresh never landed");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -433,8 +449,7 @@ mod tests {
         jwks.inner.flight.lock().unwrap().last = None;
         issuer.hang.send_replace(true);
         assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(issuer.fetches(), 2);
+        fetched(&issuer, 2).await;
         issuer.hang.send_replace(false);
     }
 }

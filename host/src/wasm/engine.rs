@@ -91,6 +91,9 @@ struct Shared {
     running: AtomicUsize,
     /// Epochs advanced so far (what the tests watch).
     ticks: AtomicU64,
+    /// The thread is parked, or about to: no epoch advances until it is
+    /// woken (what the tests watch).
+    parked: AtomicBool,
 }
 
 impl EpochTicker {
@@ -99,6 +102,7 @@ impl EpochTicker {
             stop: AtomicBool::new(false),
             running: AtomicUsize::new(0),
             ticks: AtomicU64::new(0),
+            parked: AtomicBool::new(false),
         });
         let (engine, state) = (engine.clone(), shared.clone());
         let thread = std::thread::Builder::new()
@@ -133,7 +137,9 @@ fn tick(engine: &Engine, shared: &Shared) {
                 // if it does so before this parks, makes this return at
                 // once): the count is looked at again before any guest
                 // could run a tick unchecked.
+                shared.parked.store(true, Ordering::SeqCst);
                 std::thread::park();
+                shared.parked.store(false, Ordering::SeqCst);
                 idle_since = None;
                 continue;
             }
@@ -161,6 +167,12 @@ impl Ticking {
     /// Epochs advanced so far.
     pub fn ticks(&self) -> u64 {
         self.shared.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Whether the ticker is parked (or about to be): while it is, no epoch
+    /// advances.
+    pub fn parked(&self) -> bool {
+        self.shared.parked.load(Ordering::SeqCst)
     }
 }
 
@@ -202,39 +214,52 @@ impl Drop for EpochTicker {
 mod tests {
     use super::*;
 
-    /// Epochs the ticker advances in `wait`.
-    fn ticks_in(ticking: &Ticking, wait: Duration) -> u64 {
-        let before = ticking.ticks();
-        std::thread::sleep(wait);
-        ticking.ticks() - before
+    /// Against a hang only: on any machine each wait below ends in
+    /// milliseconds. No test here bounds how soon something happens.
+    const HANG: Duration = Duration::from_secs(30);
+
+    /// Waits until `done` holds; panics naming `what` after [`HANG`].
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + HANG;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within {HANG:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     #[test]
     fn the_ticker_ticks_while_a_guest_runs_and_parks_once_none_has_for_a_while() {
         let ticker = EpochTicker::start(&Engine::default());
         let ticking = ticker.ticking();
-        // Nothing has run: it parks once LINGER has passed.
-        std::thread::sleep(LINGER + Duration::from_millis(50));
-        assert_eq!(ticks_in(&ticking, Duration::from_millis(100)), 0, "parked");
-
-        // A guest that starts wakes it, and it ticks while the guest runs.
-        let running = ticking.running();
-        assert!(ticks_in(&ticking, Duration::from_millis(100)) >= 10);
-        std::thread::sleep(2 * LINGER);
+        // Nothing has run: it parks, and no epoch advances while it is parked.
+        wait_until("parked at start", || ticking.parked());
+        let at_rest = ticking.ticks();
+        std::thread::sleep(Duration::from_millis(20));
+        // (Still parked, unless a spurious wake-up of `park` came between.)
         assert!(
-            ticks_in(&ticking, Duration::from_millis(50)) >= 5,
-            "a long guest keeps it ticking"
+            !ticking.parked() || ticking.ticks() == at_rest,
+            "ticked while parked"
         );
-        drop(running);
 
-        // It lingers a while after the last guest, then parks again.
-        assert!(ticks_in(&ticking, LINGER / 2) > 0, "it lingers");
-        std::thread::sleep(LINGER);
-        assert_eq!(
-            ticks_in(&ticking, Duration::from_millis(100)),
-            0,
-            "parked again"
-        );
+        // A guest that starts wakes it, and it ticks while the guest runs,
+        // however long that is (well past LINGER).
+        let running = ticking.running();
+        let woke = ticking.ticks();
+        wait_until("ten ticks for a running guest", || {
+            ticking.ticks() >= woke + 10
+        });
+        std::thread::sleep(2 * LINGER);
+        let later = ticking.ticks();
+        wait_until("a long guest keeps it ticking", || {
+            ticking.ticks() >= later + 5
+        });
+        assert!(!ticking.parked(), "parked under a running guest");
+        drop(running);
+        let ended = Instant::now();
+
+        // It lingers at least LINGER after the last guest, then parks again.
+        wait_until("parked again", || ticking.parked());
+        assert!(ended.elapsed() >= LINGER, "parked before LINGER had passed");
     }
 
     #[test]
@@ -243,7 +268,7 @@ mod tests {
         let ticking = ticker.ticking();
         for round in 0..20 {
             // Let it park, then start guests from several threads at once.
-            std::thread::sleep(LINGER + Duration::from_millis(20));
+            wait_until("parked between rounds", || ticking.parked());
             let barrier = std::sync::Barrier::new(4);
             std::thread::scope(|s| {
                 for _ in 0..4 {
@@ -251,14 +276,9 @@ mod tests {
                         barrier.wait();
                         let _running = ticking.running();
                         let before = ticking.ticks();
-                        let deadline = Instant::now() + Duration::from_millis(500);
-                        while ticking.ticks() < before + 2 {
-                            assert!(
-                                Instant::now() < deadline,
-                                "round {round}: no tick while running"
-                            );
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
+                        wait_until(&format!("round {round}: two ticks while running"), || {
+                            ticking.ticks() >= before + 2
+                        });
                     });
                 }
             });
