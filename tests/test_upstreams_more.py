@@ -4,7 +4,6 @@ pinning through the meta-tool call_tool, the upstream result's _meta, and
 upstream sessions ending with the client's. The upstream is the official Python
 SDK's FastMCP (tests/clients/upstream_server.py), started by the tests."""
 
-import time
 
 import httpx
 import pytest
@@ -267,12 +266,16 @@ def test_deleting_the_client_session_deletes_the_upstream_session(start_server, 
     c, other = session(s), session(s)
     mine, theirs = upstream_session(c), upstream_session(other)
     assert u.side("GET", "/_test/deletes") == []
-    started = time.monotonic()
-    r = c.http.delete("/mcp", headers={"mcp-session-id": c.session})
-    assert r.status_code == 200
-    # The client's DELETE does not wait for the upstream's.
-    assert time.monotonic() - started < 2
-    wait_for(lambda: mine in u.side("GET", "/_test/deletes"), 10, "the upstream DELETE")
+    # The upstream answers no DELETE until the test lets it: the client's
+    # DELETE is answered all the same (it does not wait for the upstream's;
+    # one that did would wait out its 30 s timeout and fail).
+    u.side("POST", "/_test/hold-deletes")
+    try:
+        r = c.http.delete("/mcp", headers={"mcp-session-id": c.session}, timeout=30)
+        assert r.status_code == 200
+        wait_for(lambda: mine in u.side("GET", "/_test/deletes"), 30, "the upstream DELETE")
+    finally:
+        u.side("POST", "/_test/release-deletes")
     assert theirs not in u.side("GET", "/_test/deletes")
     # The other session's upstream session goes on.
     assert upstream_session(other) == theirs

@@ -18,7 +18,8 @@ javascript:, data: and one https link), process (its pid, $STDIO_TEST_VAR and
 working directory).
 
 Side routes for the tests (around FastMCP's app, not MCP): GET /_test/deletes
-lists the session ids DELETE /mcp was sent for; POST /_test/add/NAME adds a
+lists the session ids DELETE /mcp was sent for (POST /_test/hold-deletes makes
+each DELETE wait, after it is recorded, until POST /_test/release-deletes); POST /_test/add/NAME adds a
 tool NAME without telling anyone (for the periodic refresh)."""
 
 import asyncio
@@ -207,6 +208,10 @@ def process() -> str:
 
 
 DELETES = []
+# Set: DELETEs go through. Cleared by POST /_test/hold-deletes: each DELETE
+# waits (after it is recorded) until POST /_test/release-deletes.
+DELETES_GO = asyncio.Event()
+DELETES_GO.set()
 
 
 async def respond(send, status, body):
@@ -226,8 +231,15 @@ def observed(app):
                 name = path.removeprefix("/_test/add/")
                 mcp.add_tool(added(name), name=name, description=f"Added quietly: {name}.")
                 return await respond(send, 200, "added")
+            if path == "/_test/hold-deletes" and method == "POST":
+                DELETES_GO.clear()
+                return await respond(send, 200, "held")
+            if path == "/_test/release-deletes" and method == "POST":
+                DELETES_GO.set()
+                return await respond(send, 200, "released")
             if method == "DELETE":
                 DELETES.append(dict(scope["headers"]).get(b"mcp-session-id", b"").decode())
+                await DELETES_GO.wait()
         await app(scope, receive, send)
     return wrapped
 
