@@ -109,15 +109,21 @@ def search(c, query, limit=3):
     return [hit["path"] for hit in r["result"]["structuredContent"]["results"]]
 
 
-def test_search_finds_the_intended_tool_in_the_top_3(big):
+# Queries in the tools' own words, without typos: these never miss.
+NEVER_MISS = {"list all invoices", "create a refund", "search support tickets",
+              "export contacts to csv", "count employees", "update a product", "list payrolls"}
+
+
+def test_search_puts_the_intended_tool_in_the_top_3_for_nine_queries_in_ten(big):
     c = Mcp(big.url)
-    assert len(QUERIES) >= 20
+    assert len(QUERIES) >= 20 and NEVER_MISS <= {q for q, _ in QUERIES}
     misses = [(q, want, got) for q, want in QUERIES if want not in (got := search(c, q))]
     rate = 1 - len(misses) / len(QUERIES)
     print(f"\nsearch_tools top-3 hit rate: {rate:.0%} ({len(QUERIES) - len(misses)}/{len(QUERIES)})")
     for q, want, got in misses:
         print(f"  miss: {q!r}: wanted {want}, got {got}")
     assert rate >= 0.9, misses
+    assert not [m for m in misses if m[0] in NEVER_MISS], misses
 
 
 def test_search_results_say_what_is_destructive(big):
