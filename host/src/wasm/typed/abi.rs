@@ -701,7 +701,10 @@ unsafe impl Lift for Ret {
             reader.lift_flat(*result, &mut std::iter::once(*src))?
         } else {
             let ptr = src.get_u32() as usize;
-            reader.aligned(ptr, types.canonical_abi(result))?;
+            let abi = types.canonical_abi(result);
+            reader.aligned(ptr, abi)?;
+            // The whole value in bounds, so no field's offset wraps.
+            reader.bytes(ptr, abi.size32 as usize)?;
             reader.load(*result, ptr)?
         };
         Ok(Ret(value))
@@ -810,7 +813,7 @@ impl<'a> Reader<'a> {
                 let size = abi.size32 as usize;
                 self.bytes(addr, len.saturating_mul(size))?;
                 self.charge(2)?;
-                let mut items = Vec::with_capacity(self.room(len));
+                let mut items = Vec::with_capacity(self.room(len, elem));
                 for i in 0..len {
                     if i > 0 {
                         self.charge(1)?;
@@ -877,7 +880,7 @@ impl<'a> Reader<'a> {
                 let (elem, len) = (types[l].element, types[l].size as usize);
                 let size = types.canonical_abi(&elem).size32 as usize;
                 self.charge(2)?;
-                let mut items = Vec::with_capacity(self.room(len));
+                let mut items = Vec::with_capacity(self.room(len, elem));
                 for i in 0..len {
                     self.charge(u64::from(i > 0))?;
                     self.path.push(Step::Index(i));
@@ -997,11 +1000,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// How many values a list of `len` may hold before the limit is met:
-    /// a guest's length is not trusted to size an allocation.
-    fn room(&self, len: usize) -> usize {
-        let left = self.limit.saturating_sub(self.counted);
+    /// Room to reserve for a list of `len` values of type `elem`: as many
+    /// as the JSON the limit leaves can hold (each takes at least
+    /// `least_json(elem)` bytes and a comma), so that a guest's length does
+    /// not size an allocation, and the vector is not grown (and copied)
+    /// while it fills. At most 4 Mi values up front; past that it grows.
+    fn room(&self, len: usize, elem: InterfaceType) -> usize {
+        let left = self.limit.saturating_sub(self.counted) / (least_json(elem) + 1);
         len.min(usize::try_from(left).unwrap_or(usize::MAX))
+            .min(1 << 22)
     }
 
     /// A variant-like value of case `case`; `payload` reads the case's
@@ -1171,6 +1178,25 @@ impl<'a> Reader<'a> {
         let raw = self.bytes(ptr, len)?;
         self.charge((len as u64).div_ceil(3) * 4 + 2)?;
         Ok(Value::String(B64.encode(raw)))
+    }
+}
+
+/// The fewest bytes of JSON a value of type `ty` takes: `1`, `true`, `""`,
+/// `[]`, `{"ok":1}`.
+fn least_json(ty: InterfaceType) -> u64 {
+    match ty {
+        InterfaceType::Bool => 4,
+        InterfaceType::Char | InterfaceType::Enum(_) => 3,
+        InterfaceType::Variant(_) => 11,
+        InterfaceType::Result(_) => 6,
+        InterfaceType::String
+        | InterfaceType::List(_)
+        | InterfaceType::Map(_)
+        | InterfaceType::Record(_)
+        | InterfaceType::Tuple(_)
+        | InterfaceType::Flags(_)
+        | InterfaceType::FixedLengthList(_) => 2,
+        _ => 1,
     }
 }
 

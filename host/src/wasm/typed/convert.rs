@@ -277,3 +277,38 @@ fn object<'a>(json: &'a Value, path: &Path) -> Result<&'a Map<String, Value>, St
     json.as_object()
         .ok_or_else(|| bad(path, format!("expected an object, got {}", json_kind(json))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_checked_a_slice_at_a_time_as_the_whole_would_be() {
+        // Past one 4096-character slice, valid: padded and not.
+        let long = B64.encode(vec![7u8; 5000]);
+        assert!(long.len() > 4096 && base64_ok(&long).is_ok());
+        assert!(base64_ok(&B64.encode(vec![7u8; 5001])).is_ok());
+        assert!(base64_ok("").is_ok());
+        // A bad character in a later slice.
+        let mut bad = long.clone();
+        bad.replace_range(4500..4501, "!");
+        assert!(base64_ok(&bad).is_err());
+        // Padding that ends one slice and is followed by more: refused, as
+        // the whole text is.
+        let head = B64.encode(vec![1u8; 3070]);
+        assert_eq!(head.len(), 4096);
+        let glued = format!("{}{}", &head[..4092], "AA==") + &B64.encode([2u8; 3]);
+        assert!(B64.decode(&glued).is_err());
+        assert!(base64_ok(&glued).is_err());
+        // Unpadded is refused, as before.
+        assert!(base64_ok("AAE").is_err());
+    }
+
+    #[test]
+    fn integers_as_json_schema_counts_them() {
+        assert_eq!(integer(&serde_json::json!(2.0)), Some(2));
+        assert_eq!(integer(&serde_json::json!(2.5)), None);
+        assert_eq!(integer(&serde_json::json!(u64::MAX)), Some(u64::MAX.into()));
+        assert_eq!(integer(&serde_json::json!(-3)), Some(-3));
+    }
+}
