@@ -10,8 +10,12 @@ a 48 MB one could not be lifted at all), and a result past
 `max_output_bytes` is refused naming the limit, before it is built as JSON.
 
 The bound asserted is generous (24 × the data + 96 MiB, against a goal of
-16 × + a constant that RELIABILITY.md reports with the measured figures,
-`scripts/abuse_values.py`); it is a memory bound, not a timing one.
+16 × + 64 MiB that RELIABILITY.md reports with the measured figures,
+`scripts/abuse_values.py`: 3 to 10 × the data, and +142 MiB at most for a
+refusal, the guest's 48 MB of it); it is a memory bound, not a timing one.
+On the code before, the 48 MB byte-list argument grew 2,146 MiB, a 3 MB
+result 283, a 3 MB echo 411; a 48 MB result failed on wasmtime's host-call
+fuel, and the refusals did not say "at least" (or the limit).
 """
 
 import base64
@@ -136,9 +140,10 @@ def test_a_result_over_max_output_bytes_is_refused_before_it_is_built(start_serv
     answer, grew = grown(start_server, STRICT, B + tool, args)
     message = refused(answer)
     assert re.fullmatch(r"handler: output of at least \d+ bytes exceeds the limit of 8388608 bytes", message), message
-    # Refused by its length: the guest's 48 MB and little more (an 8 MiB
-    # limit lets at most that much JSON be built).
-    assert grew < 48 + 96, f"{tool}: peak RSS grew {grew:.0f} MiB"
+    # Refused while it is read: the guest's own 48 MB, and what the 8 MiB
+    # limit lets be built before the refusal (a value per byte of JSON at
+    # most), with the same margin as above.
+    assert grew < 48 + bound(8), f"{tool}: peak RSS grew {grew:.0f} MiB"
 
 
 def test_after_a_refused_result_the_next_call_works(start_server):
