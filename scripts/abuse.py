@@ -1459,6 +1459,7 @@ TOPICS = {
     "artifacts": ("abuse_artifacts", "server G (a guest filling its artifact directory)"),
     "children": ("abuse_children", "server H (a stdio upstream's child flooding its stderr)"),
     "registry": ("abuse_registry", "server I (a hostile registry: floods while a plugin is pulled)"),
+    "values": ("abuse_values", "server J (a plain component's oversized values: byte and string lists in and out)"),
 }
 
 
