@@ -240,7 +240,12 @@ def test_the_upstream_is_reached_through_the_proxy_in_the_environment(start_serv
                           env={"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": "127.0.0.1"})
         wait_for(lambda: call(s2, "echo", {"text": "direct"}).status_code == 200, 30, "the upstream directly")
         s2.stop()
-        time.sleep(2)
+        # A request of the test's own through the proxy, to the same server
+        # by another name: once the proxy has logged it, it has logged what
+        # came before it (Hangar's connections closed when it stopped).
+        marker = f"localhost:{hostile.port}"
+        httpx.get(f"http://{marker}/marker", proxy=f"http://127.0.0.1:{port}", timeout=30)
+        wait_for(lambda: marker in log.read_text(), 30, "the proxy's log of the test's own request")
         assert log.read_text().count(f"127.0.0.1:{hostile.port}") == seen
     finally:
         os.killpg(proxy.pid, signal.SIGKILL)
