@@ -1,4 +1,5 @@
-"""A hostile registry (issue 61): pulls are bounded while they stream.
+"""A hostile registry (issue 61): pulls are bounded while they stream, and a
+cached component is checked again when it loads.
 
 The registry is tests/hostile_registry.py, a small HTTP server of this test's
 own (Debian's docker-registry serves only what it stores). Peak RSS is the
@@ -9,6 +10,7 @@ that, which a pull that holds the flood in memory crosses many times over
 (each flood is 512 MiB; before the fix: + 600 MiB to + 1 GiB).
 """
 
+import hashlib
 import subprocess
 
 import pytest
@@ -65,13 +67,13 @@ def test_a_flood_is_refused_while_it_streams(tmp_path, hostile, servers, attack)
     calm = servers(tmp_path / "calm", [], config=base)
     ref = hostile.ref(attack)
     s = servers(tmp_path / "srv", [], config=base + source("evil", ref))
-    assert tools(s) == []
-    [p] = problems(s)
-    assert p["path"] == ref and '"evil"' in p["error"] and says in p["error"], p
     growth = peak_mib(s) - peak_mib(calm)
     assert growth < BOUND_MIB, f"peak RSS + {growth:.0f} MiB pulling {attack}"
     # Hangar hung up: the registry wrote little of its flood (socket buffers hold a few MiB).
     assert hostile.written[attack] < 64 << 20, hostile.written
+    assert tools(s) == []
+    [p] = problems(s)
+    assert p["path"] == ref and '"evil"' in p["error"] and says in p["error"], p
     # Nothing of the flood is kept (a refused blob's temporary file is removed).
     stored = tmp_path / "srv/cache/oci/sha256"
     largest = max(plugin_path("echo").stat().st_size, 1 << 20)
@@ -85,10 +87,36 @@ def test_an_endless_token_answer_is_refused_while_it_streams(tmp_path, servers):
         calm = servers(tmp_path / "calm", [], config=registries(hostile))
         ref = hostile.ref("good")
         s = servers(tmp_path / "srv", [], config=registries(hostile) + source("evil", ref))
+        growth = peak_mib(s) - peak_mib(calm)
+        assert growth < BOUND_MIB, f"peak RSS + {growth:.0f} MiB on an endless token"
         assert tools(s) == []
         [p] = problems(s)
         assert '"evil"' in p["error"] and "token answer is larger than 64 KiB" in p["error"], p
-        growth = peak_mib(s) - peak_mib(calm)
-        assert growth < BOUND_MIB, f"peak RSS + {growth:.0f} MiB on an endless token"
     finally:
         hostile.stop()
+
+
+def test_a_cached_component_changed_before_it_loads_is_refused(tmp_path, hostile, servers):
+    """`aaa` is pulled and checked; while `bbb` is asked for (sources resolve
+    one after another, then load), `aaa`'s file in the cache becomes another
+    component. The loader reads the file again: it must check those bytes."""
+    layer = "sha256:" + hashlib.sha256(plugin_path("echo").read_bytes()).hexdigest()
+    blob = tmp_path / "srv/cache/oci/sha256" / layer.split(":")[1]
+    tampered = []
+
+    def tamper(_path):
+        if blob.exists() and not tampered:
+            blob.write_bytes(plugin_path("wordcount").read_bytes())
+            tampered.append(blob)
+
+    hostile.hooks["missing"] = tamper
+    config = registries(hostile) + source("aaa", hostile.ref("good")) \
+        + source("bbb", hostile.ref("missing"))
+    s = servers(tmp_path / "srv", [], config=config)
+    assert tampered, "the hook did not run after aaa was stored"
+    assert tools(s) == []  # before the fix: ["wordcount"], the swapped-in component
+    found = problems(s)
+    [changed] = [p for p in found if '"aaa"' in p["error"]]  # one problem, named by its source
+    assert changed["path"] == hostile.ref("good"), found
+    assert "changed on disk since it was checked" in changed["error"] and layer in changed["error"], found
+    assert any('"bbb"' in p["error"] for p in found), found

@@ -178,7 +178,7 @@ impl Loader {
         let named: Vec<_> = resolution
             .resolved
             .iter()
-            .map(|r| (r.name.clone(), r.path.clone()))
+            .map(|r| (r.name.clone(), r.path.clone(), r.layer_digest()))
             .collect();
         let discovery = self
             .runtime
@@ -193,6 +193,14 @@ impl Loader {
         mut meta_problems: Vec<LoadFailure>,
         resolution: Resolution,
     ) -> anyhow::Result<Generation> {
+        // A component from a registry that failed to load (one changed in
+        // the cache, one that is not a component): (its file, its name, its source).
+        let failed: Vec<_> = resolution
+            .resolved
+            .iter()
+            .filter(|r| discovery.failures.iter().any(|f| f.path == r.path))
+            .map(|r| (r.path.clone(), r.name.clone(), r.source.clone()))
+            .collect();
         let report = LoadReport {
             loaded: discovery
                 .loaded
@@ -221,8 +229,15 @@ impl Loader {
             !resolution
                 .refused
                 .iter()
+                .chain(failed.iter().map(|(_, name, _)| name))
                 .any(|name| p.path == plugins_dir.join(format!("{name}.wasm")))
         });
+        // Named by its source, as a refusal is, not by its file in the cache.
+        for p in &mut built.problems {
+            if let Some((_, _, source)) = failed.iter().find(|(path, _, _)| *path == p.path) {
+                p.path = std::path::PathBuf::from(source);
+            }
+        }
         built
             .problems
             .extend(resolution.problems.iter().map(|p| LoadFailure {

@@ -76,6 +76,16 @@ pub struct Resolved {
     pub signature: SignatureStatus,
 }
 
+impl Resolved {
+    /// The digest the component's bytes hash to: its file in the store is
+    /// named by it (`oci/sha256/<hex>`), and the loader checks the bytes it
+    /// reads against it.
+    pub fn layer_digest(&self) -> String {
+        let hex = self.path.file_name().unwrap_or_default().to_string_lossy();
+        format!("sha256:{hex}")
+    }
+}
+
 /// What resolving a plugin met: a refusal (`resolved` is none) or, with a
 /// cached fallback, why the registry was not asked successfully.
 #[derive(Debug, Clone)]

@@ -163,11 +163,13 @@ impl Runtime {
     }
 
     /// [`Runtime::load_dir`] plus components elsewhere (pulled from a
-    /// registry), each named by its plugin name instead of its file stem.
+    /// registry), each named by its plugin name instead of its file stem,
+    /// with the digest its bytes must hash to: the file was checked when it
+    /// was pulled or found in the cache, and may have changed on disk since.
     pub fn load_dir_with(
         &self,
         dir: &Path,
-        named: &[(String, PathBuf)],
+        named: &[(String, PathBuf, String)],
         meta: &(dyn Fn(&str) -> PluginMeta + Sync),
     ) -> anyhow::Result<Discovery> {
         let mut paths = wasm_files(dir)
@@ -176,10 +178,10 @@ impl Runtime {
         if mappers.is_dir() {
             paths.extend(wasm_files(&mappers)?);
         }
-        let mut names: Vec<Option<&str>> = vec![None; paths.len()];
-        for (name, path) in named {
+        let mut names: Vec<Option<(&str, &str)>> = vec![None; paths.len()];
+        for (name, path, digest) in named {
             paths.push(path.clone());
-            names.push(Some(name.as_str()));
+            names.push(Some((name.as_str(), digest.as_str())));
         }
         let results: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = paths
@@ -206,15 +208,29 @@ impl Runtime {
         Ok(discovery)
     }
 
-    /// Loads one component file.
+    /// Loads one component file; a named one (from a registry) only when
+    /// the bytes read are the ones its digest names.
     fn load(
         &self,
         path: &Path,
-        name: Option<&str>,
+        named: Option<(&str, &str)>,
         by_convention: bool,
         meta: &(dyn Fn(&str) -> PluginMeta + Sync),
     ) -> Result<LoadedPlugin, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+        // These very bytes are compiled (or found compiled): checking them,
+        // not the file before, leaves no moment for it to change between.
+        if let Some((name, digest)) = named {
+            use sha2::Digest;
+            let got = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
+            if got != digest {
+                return Err(format!(
+                    "plugin {name:?}: the cached component changed on disk since it was checked \
+                     (it hashes to {got}, not {digest}); refused"
+                ));
+            }
+        }
+        let name = named.map(|(name, _)| name);
         let started = std::time::Instant::now();
         let (component, origin) = self
             .cache
