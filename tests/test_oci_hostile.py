@@ -1,5 +1,6 @@
-"""A hostile registry (issue 61): pulls are bounded while they stream, and a
-cached component is checked again when it loads.
+"""A hostile registry (issue 61): pulls are bounded while they stream, a
+cached component is checked again when it loads, and a failing `.sig`
+lookup does not refuse what `[trust] require = "none"` serves.
 
 The registry is tests/hostile_registry.py, a small HTTP server of this test's
 own (Debian's docker-registry serves only what it stores). Peak RSS is the
@@ -120,3 +121,23 @@ def test_a_cached_component_changed_before_it_loads_is_refused(tmp_path, hostile
     assert changed["path"] == hostile.ref("good"), found
     assert "changed on disk since it was checked" in changed["error"] and layer in changed["error"], found
     assert any('"bbb"' in p["error"] for p in found), found
+
+
+@pytest.mark.parametrize("flaky", ["flaky-sig-500", "flaky-sig-reset"])
+def test_a_failing_signature_lookup_serves_under_require_none(tmp_path, hostile, servers, flaky):
+    ref = hostile.ref(flaky)
+    s = servers(tmp_path / "srv", [], config=registries(hostile) + trust(tmp_path, "none")
+                + source("evil", ref))
+    assert tools(s) == ["echo"]  # before the fix: [] (refused)
+    [p] = problems(s)
+    assert p["path"] == ref and '"evil"' in p["error"], p
+    assert "the signature lookup failed, serving sha256:" in p["error"], p
+    assert "WARN" in s.log_text() and "serving it unverified" in s.log_text()
+    out = hangar("check", "--config", s.config_path, "--plugins", s.plugins_dir)
+    assert "signature not verified: the lookup failed" in out.stdout, out.stdout + out.stderr
+    # What needs the signature still refuses.
+    s2 = servers(tmp_path / "srv2", [], config=registries(hostile) + trust(tmp_path, "signed")
+                 + source("evil", ref))
+    assert tools(s2) == []
+    [p] = problems(s2)
+    assert '"evil"' in p["error"], p

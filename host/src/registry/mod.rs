@@ -176,6 +176,24 @@ async fn resolve_one(
                     let signature = judge(&config.trust, &digest, signed.as_deref());
                     Ok((digest, path, signature))
                 }
+                // Nothing needs the signature: a `.sig` lookup that failed
+                // (a 500, a reset, a malformed answer) must not refuse a
+                // component the config would serve unsigned.
+                Err(PullError::Unreachable(why) | PullError::Refused(why))
+                    if !requires_signature(&config.trust) =>
+                {
+                    tracing::warn!(
+                        plugin = name,
+                        source = source_text,
+                        %digest,
+                        "the signature lookup failed; serving it unverified: {why}"
+                    );
+                    out.problems.push(problem(format!(
+                        "the signature lookup failed, serving {digest} unverified: {why}"
+                    )));
+                    let status = SignatureStatus::Unverified(format!("the lookup failed: {why}"));
+                    Ok((digest, path, status))
+                }
                 Err(e) => Err(e),
             }
         }

@@ -26,6 +26,9 @@ pub enum SignatureStatus {
     SignedBy(String),
     /// Signatures are there, none by a trusted key over this digest: why.
     Invalid(String),
+    /// The signature tag could not be read (a failing or garbled `.sig`
+    /// lookup), and `require` does not need it: why.
+    Unverified(String),
 }
 
 impl SignatureStatus {
@@ -36,6 +39,7 @@ impl SignatureStatus {
             SignatureStatus::Unsigned => "unsigned".into(),
             SignatureStatus::SignedBy(id) => format!("signed by {id}"),
             SignatureStatus::Invalid(why) => format!("invalid: {why}"),
+            SignatureStatus::Unverified(why) => format!("not verified: {why}"),
         }
     }
 
@@ -59,6 +63,11 @@ pub(super) fn checks_signatures(trust: &TrustConfig) -> bool {
     !trust.loaded.is_empty() || trust.require == Require::Signed
 }
 
+/// Whether a component is refused without a valid signature.
+pub(super) fn requires_signature(trust: &TrustConfig) -> bool {
+    trust.require == Require::Signed
+}
+
 /// Refuses an unpinned source under `require = "pinned"`.
 pub(super) fn check_pinned(trust: &TrustConfig, pin: Option<&str>) -> Result<(), String> {
     if trust.require == Require::Pinned && pin.is_none() {
@@ -78,6 +87,7 @@ pub(super) fn enforce(trust: &TrustConfig, status: &SignatureStatus) -> Result<(
             Err("unsigned: no cosign signature beside it, and [trust] require = \"signed\"".into())
         }
         SignatureStatus::Invalid(why) => Err(format!("signature refused: {why}")),
+        SignatureStatus::Unverified(why) => Err(format!("signature not verified: {why}")),
         SignatureStatus::NotChecked => Err("signature not checked".into()),
     }
 }
