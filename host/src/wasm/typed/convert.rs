@@ -1,6 +1,6 @@
 //! The check of a call's JSON arguments against a plain component's
 //! parameter types, for the shapes `schema.rs` describes, before any guest
-//! is entered: `abi.rs` then lowers them into the guest as they are.
+//! is entered: `abi/` then lowers them into the guest as they are.
 //! Arguments have already passed the derived schema (the validate stage), so
 //! most refusals here are for what a schema cannot say (base64, a float that
 //! JSON cannot carry); each names the path of the value it refuses.

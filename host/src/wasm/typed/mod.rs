@@ -1,7 +1,7 @@
 //! Plain components: a component written for no `hangar:plugin` world, whose
 //! exported functions are its tools. Reflection (`component_type()`) finds
 //! the functions; `schema.rs` derives each one's JSON Schemas from its WIT
-//! types; `convert.rs` checks the call's JSON against them, and `abi.rs`
+//! types; `convert.rs` checks the call's JSON against them, and `abi/`
 //! lowers it into the guest and lifts the result back as JSON, in bulk and
 //! within `max_output_bytes`. Everything else (limits, grants, a fresh
 //! instance per call) is the `ToolPlugin`'s, as for any other tool.
