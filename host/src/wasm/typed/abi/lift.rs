@@ -17,8 +17,27 @@ use wasmtime::component::__internal::wasmtime_environ::component::StringEncoding
 use wasmtime::component::__internal::{CanonicalAbiInfo, ComponentTypes, InterfaceType};
 use wasmtime::{Result, ValRaw, format_err};
 
-use super::OutputTooLarge;
 use super::layout::{case_count, discriminant_size, payload_offset};
+
+/// A result refused while it was read from the guest: its JSON would have
+/// taken at least `at_least` bytes, over `limit`.
+#[derive(Debug)]
+pub struct OutputTooLarge {
+    pub at_least: u64,
+    pub limit: u64,
+}
+
+impl fmt::Display for OutputTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "output of at least {} bytes exceeds the limit of {} bytes",
+            self.at_least, self.limit
+        )
+    }
+}
+
+impl std::error::Error for OutputTooLarge {}
 
 /// One step of the path to a value, for the messages that name it.
 enum Step<'t> {

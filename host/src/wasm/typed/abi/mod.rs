@@ -47,7 +47,6 @@ mod layout;
 mod lift;
 mod lower;
 
-use std::fmt;
 use std::mem::MaybeUninit;
 
 use serde_json::Value;
@@ -60,6 +59,7 @@ use wasmtime::component::__internal::{
 use wasmtime::component::{ComponentNamedList, ComponentType, Lift, Lower};
 use wasmtime::{Result, ValRaw, bail, format_err};
 
+pub use lift::OutputTooLarge;
 use lift::Reader;
 use lower::{lower_flat, store};
 
@@ -75,26 +75,6 @@ tokio::task_local! {
 pub async fn with_output_limit<F: Future>(limit: u64, call: F) -> F::Output {
     OUTPUT_LIMIT.scope(limit, call).await
 }
-
-/// A result refused while it was read from the guest: its JSON would have
-/// taken at least `at_least` bytes, over `limit`.
-#[derive(Debug)]
-pub struct OutputTooLarge {
-    pub at_least: u64,
-    pub limit: u64,
-}
-
-impl fmt::Display for OutputTooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "output of at least {} bytes exceeds the limit of {} bytes",
-            self.at_least, self.limit
-        )
-    }
-}
-
-impl std::error::Error for OutputTooLarge {}
 
 /// A call's arguments: its JSON object and the function's parameter names,
 /// in order.
