@@ -6,6 +6,7 @@
 
 mod breaker;
 mod client;
+mod lines;
 mod offers;
 mod relay;
 mod resources;
