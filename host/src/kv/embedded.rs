@@ -34,6 +34,24 @@ const SCHEMA: &str = "
     ) WITHOUT ROWID;
 ";
 
+/// How long opening the store waits for another process's hold on it.
+const OPEN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The store's journal, durability and schema (each idempotent).
+fn set_up(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(SCHEMA)
+}
+
+/// Whether `e` is another connection's lock (SQLITE_BUSY or SQLITE_LOCKED).
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// A live row: no expiry, or one still ahead.
 const LIVE: &str = "(expires_at IS NULL OR expires_at > ?3)";
 
@@ -44,13 +62,23 @@ impl Embedded {
         let fail = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", path.display());
         std::fs::create_dir_all(cache_dir).map_err(|e| fail(&e))?;
         let conn = Connection::open(&path).map_err(|e| fail(&e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| fail(&e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| fail(&e))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| fail(&e))?;
-        conn.execute_batch(SCHEMA).map_err(|e| fail(&e))?;
+        conn.busy_timeout(OPEN_PATIENCE).map_err(|e| fail(&e))?;
+        // Two processes opening one new file at once (replicas, or `hangar
+        // check` beside a server, on one cache_dir): switching it to WAL or
+        // creating its schema can answer SQLITE_BUSY at once, without the
+        // busy handler (SQLite does so where waiting could deadlock). The
+        // other process is done within milliseconds: the set-up is tried
+        // again until OPEN_PATIENCE has passed.
+        let deadline = std::time::Instant::now() + OPEN_PATIENCE;
+        loop {
+            match set_up(&conn) {
+                Ok(()) => break,
+                Err(e) if busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(fail(&e)),
+            }
+        }
         Ok(Embedded {
             conn: Arc::new(Mutex::new(conn)),
             path: path.display().to_string(),
