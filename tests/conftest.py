@@ -31,6 +31,14 @@ def plugin_path(name: str) -> Path:
     raise FileNotFoundError(f"{name}.wasm: run scripts/test (it builds the plugins)")
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The kernel's peak resident set (VmHWM) of process `pid`, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
 class Server:
     """One `hangar serve` process with its own config and plugins folder."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, session, wait_for
+from conftest import free_port, peak_rss_mib, session, wait_for
 
 SCRIPT = Path(__file__).parent / "clients" / "hostile_upstream.py"
 KEY = "hostile-secret-key"
@@ -85,13 +85,6 @@ timeout = "20s"
 breaker_failures = 100
 {extra}
 """
-
-
-def peak_rss_mib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
 
 
 def call(s, tool, args=None, timeout=60):

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import plugin_path
+from conftest import peak_rss_mib, plugin_path
 from hostile_registry import HostileRegistry
 from test_oci_sources import hangar, problems, registries, servers, source, tools  # noqa: F401
 
@@ -32,10 +32,7 @@ def hostile():
 
 
 def peak_mib(server) -> float:
-    for line in open(f"/proc/{server.proc.pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
+    return peak_rss_mib(server.proc.pid)
 
 
 def public_key(folder) -> str:

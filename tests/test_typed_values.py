@@ -20,10 +20,11 @@ fuel, and the refusals did not say "at least" (or the limit).
 
 import base64
 import re
-from pathlib import Path
 
 import httpx
 import pytest
+
+from conftest import peak_rss_mib
 
 KITCHEN = "typed-kitchen"
 B = KITCHEN + ".bulk."
@@ -41,13 +42,6 @@ STRICT = f"""
 [plugins.{KITCHEN}]
 limits = {{ memory_mib = 256, deadline = "60s", fuel = 100_000_000_000 }}
 """
-
-
-def peak_rss_mib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
 
 
 def call(server, tool, args):

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import run_hangar, session, wait_for
+from conftest import peak_rss_mib, run_hangar, session, wait_for
 from test_mcp_offers import Stream
 from test_upstreams import listed, text
 
@@ -284,13 +284,6 @@ def test_inherit_env_passes_everything_on(start_server, workdir):
     s = start_server(plugins=[], config=config(workdir, extra="inherit_env = true"), env=ENV)
     env = environ(child_pid(session(s)))
     assert env["STDIO_TEST_SECRET"] == "from-env" and env["STDIO_TEST_VAR"] == "v-from-env"
-
-
-def peak_rss_mib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
 
 
 def noisy(workdir, before_serving):
