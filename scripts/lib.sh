@@ -79,6 +79,7 @@ build_plugins() {
   build_js_plugins
   build_plain_py_plugins
   build_plain_js_plugins
+  build_sandbox
 }
 
 # The host's toolchain. wasmtime 49 needs Rust 1.96 (`rust-version` in
@@ -266,6 +267,45 @@ componentize_js() {
     cd "$src"
     node "$JS_TOOLS/node_modules/@bytecodealliance/componentize-js/src/cli.js" app.js \
       --wit "$wit" --world-name "$world" "${features[@]}" -o "$out" >/dev/null
+  )
+}
+
+# The code sandbox (code mode's `run`, docs/code-mode.md): host/sandbox/js
+# built with componentize-js against wit/code.wit's `code` world, with
+# nothing of WASI (-d all five: it imports program-tools alone), into
+# target/sandbox/code-js.wasm, where the binary looks by default. sucrase
+# (TypeScript → JavaScript) is bundled beside app.js by esbuild, both
+# installed once into $JS_TOOLS.
+SUCRASE_VERSION=3.35.1
+ESBUILD_VERSION=0.28.2
+SANDBOX_OUT="$ROOT/target/sandbox/code-js.wasm"
+build_sandbox() {
+  local src="$ROOT/host/sandbox/js"
+  up_to_date "$SANDBOX_OUT" "$src" "$ROOT/wit/code.wit" && return 0
+  ensure_componentize_js
+  if [ ! -f "$JS_TOOLS/node_modules/sucrase/package.json" ] \
+    || ! grep -q "\"version\": \"$SUCRASE_VERSION\"" "$JS_TOOLS/node_modules/sucrase/package.json" \
+    || [ ! -x "$JS_TOOLS/node_modules/.bin/esbuild" ]; then
+    log "installing sucrase $SUCRASE_VERSION and esbuild $ESBUILD_VERSION into $JS_TOOLS (the code sandbox)"
+    npm install --prefix "$JS_TOOLS" --no-audit --no-fund --no-save --loglevel=error \
+      "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" "@bytecodealliance/preview2-shim@^0.17.4" \
+      "sucrase@$SUCRASE_VERSION" "esbuild@$ESBUILD_VERSION"
+  fi
+  log "building the code sandbox (JavaScript, code world)"
+  mkdir -p "$(dirname "$SANDBOX_OUT")"
+  # esbuild resolves sucrase from $JS_TOOLS; the bundle is one ES module
+  # (componentize-js reads only files in the app's folder; git ignores it).
+  (
+    cd "$JS_TOOLS"
+    echo 'export { transform } from "sucrase";' >sucrase-entry.js
+    node_modules/.bin/esbuild sucrase-entry.js --bundle --format=esm --platform=neutral \
+      --main-fields=module,main --log-level=warning --outfile="$src/sucrase.js"
+  )
+  (
+    cd "$src"
+    node "$JS_TOOLS/node_modules/@bytecodealliance/componentize-js/src/cli.js" app.js \
+      --wit "$ROOT/wit" --world-name code -d stdio random clocks http fetch-event \
+      -o "$SANDBOX_OUT" >/dev/null
   )
 }
 

@@ -5,7 +5,8 @@ stdio when argv[1] is `stdio` (for tests/test_upstreams_stdio.py: it says it is
 ready on stderr first).
 
 Tools: add, echo, fail (an isError result), needs_auth (a JSON-RPC error the SDK
-raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), mutable (its
+raises), progress (reports progress and logs), slow (sleeps; cancelled reports the cancelled ones), gather (waits for n calls
+with one key to arrive together), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with), ask_name (elicits a name),
@@ -85,6 +86,27 @@ async def slow(seconds: float) -> str:
         CANCELLED.append(seconds)
         raise
     return "woke up"
+
+
+GATHERING: dict[str, list] = {}
+
+
+@mcp.tool()
+async def gather(key: str, n: int, timeout: float) -> int:
+    """Waits until `n` calls with this `key` have arrived, then answers `n`;
+    fails after `timeout` seconds with how many had: shows that calls made
+    together run together (none of them can end before the last arrives)."""
+    arrived = GATHERING.setdefault(key, [0, asyncio.Event()])
+    arrived[0] += 1
+    if arrived[0] >= n:
+        arrived[1].set()
+    try:
+        await asyncio.wait_for(arrived[1].wait(), timeout)
+    except asyncio.TimeoutError:
+        # It is no longer there for a later call to meet.
+        arrived[0] -= 1
+        raise ValueError(f"only {arrived[0] + 1} of {n} calls arrived together") from None
+    return n
 
 
 @mcp.tool()

@@ -32,6 +32,9 @@ pub struct CallContext {
     /// The toolset the request came through: what is outside it answers as
     /// what does not exist. `None`: the whole catalog.
     pub toolset: Option<super::toolset::Toolset>,
+    /// Made by a code-mode program (`run`): its access line and metrics
+    /// say `transport="code"`.
+    pub in_program: bool,
 }
 
 impl CallContext {

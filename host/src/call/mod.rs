@@ -17,6 +17,7 @@ mod events;
 mod offered;
 pub mod pins;
 mod principal;
+mod program;
 mod request;
 mod result;
 mod tick;
@@ -36,6 +37,7 @@ pub use offered::{
     PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
 };
 pub use principal::Principal;
+pub use program::{ProgramCall, ProgramCalls};
 pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};
 pub use tick::Tick;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub mod apps;
+pub mod code;
 mod db_resources;
 mod db_stats;
 mod db_tools;
@@ -110,6 +111,8 @@ pub struct Catalog {
     toolsets: Arc<Toolsets>,
     /// [`Catalog::per_caller`], worked out when the catalog is indexed.
     per_caller: bool,
+    /// Code mode (`run`), when the catalog offers it.
+    code: Option<Arc<code::CodeMode>>,
 }
 
 /// A catalog and the problems met while building it.
@@ -134,6 +137,7 @@ impl Catalog {
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
         let mut problems = discovery.failures;
+        let discovery_sandbox = discovery.sandbox;
         let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
         let mut catalog = Catalog {
             server_limiter: config
@@ -149,6 +153,7 @@ impl Catalog {
             ),
             ..Catalog::default()
         };
+        catalog.code = code::CodeMode::new(config, discovery_sandbox, &mut problems);
         let mut offered = Offered::default();
         catalog
             .add_wasm_tools(config, tool_plugins, &mut offered, &mut problems)
@@ -279,6 +284,11 @@ impl Catalog {
 
     pub fn mode(&self) -> CatalogMode {
         self.mode
+    }
+
+    /// Code mode (`run`), when this catalog offers it.
+    pub fn code(&self) -> Option<&Arc<code::CodeMode>> {
+        self.code.as_ref()
     }
 
     pub fn default_auth(&self) -> Option<&AuthStage> {

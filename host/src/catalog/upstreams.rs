@@ -96,6 +96,7 @@ impl Catalog {
             tasks: self.tasks.clone(),
             toolsets: self.toolsets.clone(),
             per_caller: false,
+            code: self.code.clone(),
         };
         for tool in &self.order {
             if !matches!(tool.backend, Backend::Upstream { .. }) {

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 mod capabilities;
 mod cluster;
+mod code;
 mod connectors;
 mod db;
 mod files;
@@ -38,6 +39,7 @@ mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
+pub use code::CodeConfig;
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use db::{CacheConfig, DbConfig, InputSpec, InputType};
 pub use files::{ArtifactsConfig, UploadsConfig};
@@ -112,6 +114,9 @@ pub struct Config {
     /// `/toolsets/NAME/…`, by name.
     #[serde(default)]
     pub toolsets: BTreeMap<String, ToolsetConfig>,
+    /// `[code]`: code mode (the `run` tool).
+    #[serde(default)]
+    pub code: CodeConfig,
     /// Replicas sharing state in Redis (`[cluster]`); none: all in-process.
     pub cluster: Option<ClusterConfig>,
     /// OCI registries plugins with an `oci://` source come from.

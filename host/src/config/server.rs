@@ -207,6 +207,8 @@ pub enum CatalogMode {
     Meta,
     /// Every tool and the meta-tools.
     Both,
+    /// Code mode: `search_tools`, `read_tool` and `run` (see `[code]`).
+    Code,
 }
 
 impl Default for ServerConfig {

@@ -180,9 +180,17 @@ impl Loader {
             .iter()
             .map(|r| (r.name.clone(), r.path.clone(), r.layer_digest()))
             .collect();
-        let discovery = self
+        let mut discovery = self
             .runtime
             .load_dir_with(&config.server.plugins, &named, &meta)?;
+        if crate::catalog::code::offered(config) {
+            let path = config.code.sandbox_path(&config.base_dir);
+            discovery.sandbox = Some(
+                (self.runtime.load_sandbox(&path))
+                    .map(Arc::new)
+                    .map_err(|e| format!("{e:#}")),
+            );
+        }
         Ok((discovery, meta_problems))
     }
 

@@ -83,7 +83,8 @@ pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Tool
         pipeline.catalog().scope(toolset),
     );
     let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
-    let artifacts = pipeline.catalog().produces_artifacts();
+    // Code mode lists `hangar://code/tools.d.ts`.
+    let artifacts = pipeline.catalog().produces_artifacts() || pipeline.catalog().code().is_some();
     let resources = offered.resources.iter().any(|r| scope.resource(&r.def.uri))
         || (offered.templates.iter()).any(|t| scope.resource(&t.def.uri_template));
     if resources || artifacts {

@@ -13,6 +13,7 @@ pub(super) fn log(
     took: Duration,
 ) {
     let transport = match cx.request.as_ref().map(|r| r.transport) {
+        _ if cx.in_program => "code",
         Some(Transport::Rest) => "rest",
         Some(Transport::Mcp) => "mcp",
         None => "internal",

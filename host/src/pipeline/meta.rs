@@ -10,7 +10,7 @@ use super::setup::Pipeline;
 use super::{
     ArgsValidator, CallContext, CallError, Content, ErrorKind, Principal, Stage, ToolResult,
 };
-use crate::catalog::{Annotations, ToolDef};
+use crate::catalog::{Annotations, Catalog, ToolDef};
 use crate::config::CatalogMode;
 
 pub const SEARCH: &str = "search_tools";
@@ -76,14 +76,26 @@ static METAS: LazyLock<[Meta; 3]> = LazyLock::new(|| {
     ]
 });
 
-/// The meta-tool definitions, for `tools/list`.
-pub fn definitions() -> impl Iterator<Item = &'static ToolDef> {
-    METAS.iter().map(|m| &m.def)
+/// The meta-tool definitions `catalog` lists: `search_tools`, `read_tool`
+/// and `call_tool` in `"meta"` and `"both"`; `search_tools`, `read_tool`
+/// and `run` in `"code"`; `run` too wherever the catalog offers code mode.
+pub fn definitions(catalog: &Catalog) -> impl Iterator<Item = &'static ToolDef> {
+    let mode = catalog.mode();
+    let code = catalog.code().is_some();
+    let metas = METAS
+        .iter()
+        .filter(move |m| match mode {
+            CatalogMode::Full => false,
+            CatalogMode::Code => m.def.name != CALL,
+            CatalogMode::Meta | CatalogMode::Both => true,
+        })
+        .map(|m| &m.def);
+    metas.chain(code.then(super::code::definition))
 }
 
-/// Whether `name` is a meta-tool in this catalog mode.
-pub fn is_meta(mode: CatalogMode, name: &str) -> bool {
-    mode != CatalogMode::Full && METAS.iter().any(|m| m.def.name == name)
+/// Whether `name` is a meta-tool `catalog` offers.
+pub fn is_meta(catalog: &Catalog, name: &str) -> bool {
+    definitions(catalog).any(|d| d.name == name)
 }
 
 fn json_result(value: Value) -> ToolResult {
@@ -124,6 +136,9 @@ impl Pipeline {
         args: Value,
         cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
+        if name == super::code::RUN {
+            return self.run(args, cx).await;
+        }
         let m = METAS
             .iter()
             .find(|m| m.def.name == name)
@@ -192,13 +207,15 @@ impl Pipeline {
             "annotations": tool.def.annotations,
             "destructive": a.destructive_hint.unwrap_or(false),
             "auth": tool.stages.auth.as_ref().map(|s| s.plugin.name().to_string()),
+            // For a program's author (code mode): the tool as `tools.…` has it.
+            "typescript": self.catalog().code().is_some().then(|| super::code::declaration(&tool.def, "")),
         }))
     }
 
     async fn call_tool(&self, args: Value, cx: &mut CallContext) -> ToolResult {
         let path = args["path"].as_str().unwrap_or_default().to_string();
         let inner = args.get("arguments").cloned().unwrap_or(Value::Null);
-        if is_meta(self.catalog().mode(), &path) {
+        if is_meta(self.catalog(), &path) {
             return ToolResult::error(format!("Error: {path} cannot be called through call_tool"));
         }
         match Box::pin(self.call(&path, inner, cx)).await {

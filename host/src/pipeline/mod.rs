@@ -3,6 +3,7 @@
 //! hand the call to [`Pipeline::call`]; stages know nothing of transports.
 
 mod access;
+mod code;
 mod door;
 mod failures;
 mod files;
@@ -70,7 +71,7 @@ impl Pipeline {
         cx: &mut CallContext,
         clock: &mut observe::StageClock,
     ) -> Result<ToolResult, CallError> {
-        if meta::is_meta(self.catalog.mode(), name) {
+        if meta::is_meta(&self.catalog, name) {
             return self.call_meta(name, args, cx).await;
         }
         let tool = self.resolve(name, cx.toolset.as_ref())?;
@@ -247,12 +248,10 @@ impl Pipeline {
         if !scope.admits(principal) {
             return listed;
         }
-        if mode != CatalogMode::Full {
-            for def in meta::definitions() {
-                listed.push(Cow::Borrowed(def));
-            }
+        for def in meta::definitions(&self.catalog) {
+            listed.push(Cow::Borrowed(def));
         }
-        if mode != CatalogMode::Meta {
+        if !matches!(mode, CatalogMode::Meta | CatalogMode::Code) {
             // An upstream's tool as it is now, not as it was at startup.
             listed.extend(
                 (self.catalog.visible(principal))

@@ -21,11 +21,11 @@ impl Pipeline {
         if !scope.admits(principal) {
             return Vec::new();
         }
-        offered
-            .resources
-            .iter()
+        let code = self.catalog.code().map(|_| super::code::tools_dts());
+        (offered.resources.iter())
             .filter(|r| r.access.visible(principal) && scope.resource(&r.def.uri))
             .map(|r| &r.def)
+            .chain(code)
             .collect()
     }
 
@@ -89,6 +89,9 @@ impl Pipeline {
         if super::files::is_artifact(uri) {
             not_cancelled(cx, Stage::Handler)?;
             return self.read_artifact(uri, cx).await;
+        }
+        if uri == super::code::TOOLS_DTS && self.catalog.code().is_some() {
+            return Ok(self.read_tools_dts(cx).await);
         }
         let resolved = self.resolve_resource(uri, cx)?;
         self.admit(uri, resolved.access(), cx, || {

@@ -66,3 +66,15 @@ pub mod mapper {
         },
     });
 }
+
+/// The `code` world: the code sandbox's `run` export and the
+/// `program-tools` import through which a program calls the caller's tools.
+pub mod code {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "code",
+        exports: { default: async },
+        // Waiting for a tool call is waiting for a whole pipeline call.
+        imports: { "hangar:plugin/program-tools.finish": async },
+    });
+}

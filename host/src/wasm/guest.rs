@@ -47,6 +47,9 @@ pub struct GuestState {
     pub(super) turn: LaneTurn,
     /// Each capability's state for the call (see [`super::capability`]).
     pub(super) caps: CallCaps,
+    /// The code sandbox's run: the calls its program makes (empty in
+    /// every other store).
+    pub(super) program: super::code::calls::ProgramState,
 }
 
 impl GuestState {
@@ -95,6 +98,7 @@ impl GuestState {
             deadline,
             turn: LaneTurn::default(),
             caps,
+            program: Default::default(),
         })
     }
 

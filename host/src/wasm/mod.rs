@@ -5,6 +5,7 @@ mod auth;
 mod bindings;
 mod cache;
 pub mod capability;
+mod code;
 mod convert;
 pub mod engine;
 mod guest;
@@ -32,6 +33,7 @@ pub use auth::AuthPlugin;
 pub use cache::Origin;
 pub use capability::files::{Preopens, WriteCap};
 pub use capability::http;
+pub use code::{CallBudget, Outcome, Position, Program, ProgramError, RunLimits, Sandbox};
 pub use guest::PluginMeta;
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
@@ -108,6 +110,8 @@ pub struct LoadFailure {
 pub struct Discovery {
     pub loaded: Vec<LoadedPlugin>,
     pub failures: Vec<LoadFailure>,
+    /// The code sandbox, when code mode is on: loaded, or why not.
+    pub sandbox: Option<Result<Arc<Sandbox>, String>>,
 }
 
 impl Discovery {
@@ -144,6 +148,12 @@ impl Runtime {
             engine,
             linker,
         })
+    }
+
+    /// The code sandbox at `path` (`[code] sandbox`), compiled and linked
+    /// with `program-tools` alone.
+    pub fn load_sandbox(&self, path: &Path) -> anyhow::Result<Sandbox> {
+        Sandbox::load(&self.engine, &self.cache, path, self.sched.clone())
     }
 
     /// The instance slots and CPU lane every guest call goes through.

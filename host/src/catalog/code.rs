@@ -1,0 +1,55 @@
+//! Code mode's part of the catalog: the code sandbox (loaded with the
+//! plugins, compiled once) and what one run may use.
+
+use std::sync::Arc;
+
+use crate::config::{CatalogMode, Config};
+use crate::wasm::{CallBudget, LoadFailure, RunLimits, Sandbox};
+
+/// The `run` tool's sandbox and limits, when the catalog offers `run`.
+pub struct CodeMode {
+    /// The sandbox, or why it did not load (`run` then answers that).
+    pub sandbox: Result<Arc<Sandbox>, String>,
+    pub limits: RunLimits,
+}
+
+/// Whether `config` offers `run`: catalog `"code"`, or `[code] enabled`
+/// with the meta-tools.
+pub fn offered(config: &Config) -> bool {
+    match config.server.catalog {
+        CatalogMode::Code => true,
+        CatalogMode::Meta | CatalogMode::Both => config.code.enabled,
+        CatalogMode::Full => false,
+    }
+}
+
+impl CodeMode {
+    /// Code mode as `config` sets it, with the sandbox the loader loaded
+    /// (`None` when `run` is not offered); a sandbox that did not load is
+    /// a problem of its own.
+    pub fn new(
+        config: &Config,
+        sandbox: Option<Result<Arc<Sandbox>, String>>,
+        problems: &mut Vec<LoadFailure>,
+    ) -> Option<Arc<CodeMode>> {
+        let sandbox = sandbox?;
+        if let Err(error) = &sandbox {
+            problems.push(LoadFailure {
+                path: config.code.sandbox_path(&config.base_dir),
+                error: format!("the code sandbox did not load, so `run` cannot run: {error}"),
+            });
+        }
+        let code = &config.code;
+        Some(Arc::new(CodeMode {
+            sandbox,
+            limits: RunLimits {
+                limits: code.run_limits(&config.limits),
+                calls: CallBudget {
+                    parallel: code.max_parallel_calls,
+                    total: code.max_tool_calls,
+                },
+                console_bytes: code.max_console_bytes,
+            },
+        }))
+    }
+}
