@@ -1460,6 +1460,7 @@ TOPICS = {
     "children": ("abuse_children", "server H (a stdio upstream's child flooding its stderr)"),
     "registry": ("abuse_registry", "server I (a hostile registry: floods while a plugin is pulled)"),
     "values": ("abuse_values", "server J (a plain component's oversized values: byte and string lists in and out)"),
+    "code": ("abuse_code", "server K (code mode: runaway programs, memory bombs, console floods beside echo)"),
 }
 
 

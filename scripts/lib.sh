@@ -279,7 +279,9 @@ componentize_js() {
 SUCRASE_VERSION=3.35.1
 ESBUILD_VERSION=0.28.2
 SANDBOX_OUT="$ROOT/target/sandbox/code-js.wasm"
+PY_SANDBOX_OUT="$ROOT/target/sandbox/code-py.wasm"
 build_sandbox() {
+  build_py_sandbox
   local src="$ROOT/host/sandbox/js"
   up_to_date "$SANDBOX_OUT" "$src" "$ROOT/wit/code.wit" && return 0
   ensure_componentize_js
@@ -307,6 +309,17 @@ build_sandbox() {
       --wit "$ROOT/wit" --world-name code -d stdio random clocks http fetch-event \
       -o "$SANDBOX_OUT" >/dev/null
   )
+}
+
+# The Python sandbox: host/sandbox/py with componentize-py (CPython, which
+# needs WASI; Hangar links it as it links a plugin granted nothing).
+build_py_sandbox() {
+  local src="$ROOT/host/sandbox/py"
+  up_to_date "$PY_SANDBOX_OUT" "$src" && return 0
+  ensure_componentize_py
+  log "building the code sandbox (Python, code world)"
+  mkdir -p "$(dirname "$PY_SANDBOX_OUT")"
+  "$PY_TOOLS/bin/componentize-py" -d "$ROOT/wit" -w code componentize -p "$src" app -o "$PY_SANDBOX_OUT" >/dev/null
 }
 
 # The plain Python and JavaScript components of tests/plugins, each from its

@@ -338,7 +338,7 @@ def test_run_over_stdio_with_the_python_sdk(server, tmp_path):
 
 
 def test_a_missing_sandbox_is_a_problem_and_run_says_why(start_server, tmp_path):
-    s = start_server(plugins=("echo",), config='catalog = "code"\n[code]\nsandbox = "/nonexistent/code-js.wasm"\n')
+    s = start_server(plugins=("echo",), config='catalog = "code"\n[code]\njavascript = "/nonexistent/code-js.wasm"\n')
     health = httpx.get(s.url + "/healthz").json()
     assert "code sandbox" in json.dumps(health), health
     r = run(mcp(s), "return 1;")
@@ -365,3 +365,80 @@ def test_read_tool_and_tools_d_ts_declare_the_callers_tools_in_typescript(server
     small = result(mcp(server, path="/mcp/small").request("resources/read", {"uri": "hangar://code/tools.d.ts"}))
     ts = small["contents"][0]["text"]
     assert "echo(args" in ts and "price(args" in ts and "up: {" not in ts, ts
+
+
+def test_the_explorers_run_view_runs_a_program_with_the_callers_tools(server):
+    import shutil as sh
+
+    from playwright.sync_api import sync_playwright
+
+    chromium = sh.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(server.url + "/ui")
+        page.wait_for_selector("#view-run:not([hidden])")
+        page.click("#view-run")
+        # The caller's tools.d.ts, as the resource has it.
+        page.wait_for_function("document.querySelector('#tools-dts').textContent.includes('declare const tools')")
+        assert "price(args: {" in page.locator("#tools-dts").text_content()
+        page.fill("#program", "const r: { rows: { price: number }[] } = await tools.db.price({ id: 3 });\n"
+                              "console.log('read', r.rows.length);\nreturn { price: r.rows[0].price };")
+        page.click("#run")
+        page.wait_for_selector("#outcome:not(.error)")
+        texts = page.locator("#outcome .text").all_inner_texts()
+        assert json.loads(texts[0]) == {"price": 30}, texts
+        assert texts[1].strip() == "read 1", texts
+        # A thrown error is marked, with its line and column.
+        page.fill("#program", "let x: number = 1;\nthrow new Error('nope');")
+        page.click("#run")
+        page.wait_for_selector("#outcome.error")
+        assert "Error: nope (at 2:7)" in page.locator("#outcome").inner_text()
+        page.close()
+        browser.close()
+
+
+def test_python_programs_call_the_same_tools_the_same_way(server):
+    c = mcp(server)
+    code = """
+import json
+first = tools.echo(text="py")          # started now...
+price = tools.db.price(id=4)           # ...and this one with it
+echoed, row = await first, await price
+total = await tools.call("up.add", {"a": 1, "b": 2})
+print("rows", len(row["rows"]), {"k": 1})
+return {"echoed": echoed, "price": row["rows"][0]["price"], "total": total["result"]}
+"""
+    r = result(run(c, code, language="python"))
+    assert not r.get("isError"), r
+    assert r["structuredContent"] == {"echoed": "py", "price": 40, "total": 3}, r
+    assert r["content"][1]["text"] == 'rows 1 {"k": 1}\n', r
+    assert r["_meta"]["hangar/code"]["calls"] == 3
+
+
+def test_python_calls_made_together_run_together(server):
+    c = mcp(server)
+    key = f"py-{time.monotonic_ns()}"
+    code = f"""
+calls = [tools.up.gather(key="{key}", n=4, timeout=20) for _ in range(4)]
+return [(await call)["result"] for call in calls]
+"""
+    r = result(run(c, code, language="python"))
+    assert r["structuredContent"] == {"result": [4, 4, 4, 4]}, r
+
+
+def test_python_errors_say_where(server):
+    c = mcp(server)
+    r = result(run(c, "x = 1\nif x:\n    y = (\n", language="python"))
+    assert r["isError"] is True and r["_meta"]["hangar/code"]["kind"] == "syntax", r
+    assert r["_meta"]["hangar/code"]["position"]["line"] in (3, 4), r
+    r = result(run(c, "x = 1\nraise ValueError('nope')", language="python"))
+    assert r["content"][0]["text"] == "Error: ValueError: nope (at 2:1)", r
+    r = result(run(c, "\n\nawait tools.no.such()", language="python"))
+    meta = r["_meta"]["hangar/code"]
+    assert (meta["code"], meta["stage"], meta["position"]["line"]) == ("not_found", "resolve", 3), meta
+
+
+def test_a_python_runaway_stops_at_the_deadline(server):
+    r = run(mcp(server), "while True:\n    pass", language="python")
+    assert "deadline of 4000 ms exceeded" in r["error"]["message"], r

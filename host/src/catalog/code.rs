@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::config::{CatalogMode, Config};
-use crate::wasm::{CallBudget, LoadFailure, RunLimits, Sandbox};
+use crate::config::{CatalogMode, Config, SandboxKind};
+use crate::wasm::{CallBudget, LoadFailure, RunLimits, Sandboxes};
 
 /// The `run` tool's sandbox and limits, when the catalog offers `run`.
 pub struct CodeMode {
-    /// The sandbox, or why it did not load (`run` then answers that).
-    pub sandbox: Result<Arc<Sandbox>, String>,
+    /// The sandboxes, or why one did not load (`run` then answers that).
+    pub sandboxes: Sandboxes,
     pub limits: RunLimits,
 }
 
@@ -29,19 +29,28 @@ impl CodeMode {
     /// a problem of its own.
     pub fn new(
         config: &Config,
-        sandbox: Option<Result<Arc<Sandbox>, String>>,
+        sandboxes: Option<Sandboxes>,
         problems: &mut Vec<LoadFailure>,
     ) -> Option<Arc<CodeMode>> {
-        let sandbox = sandbox?;
-        if let Err(error) = &sandbox {
-            problems.push(LoadFailure {
-                path: config.code.sandbox_path(&config.base_dir),
-                error: format!("the code sandbox did not load, so `run` cannot run: {error}"),
-            });
+        let sandboxes = sandboxes?;
+        let failed = [
+            (SandboxKind::JavaScript, sandboxes.javascript.as_ref().err()),
+            (
+                SandboxKind::Python,
+                sandboxes.python.as_ref().and_then(|p| p.as_ref().err()),
+            ),
+        ];
+        for (kind, error) in failed {
+            if let Some(error) = error {
+                problems.push(LoadFailure {
+                    path: config.code.sandbox_path(kind, &config.base_dir),
+                    error: format!("the code sandbox did not load, so `run` cannot run: {error}"),
+                });
+            }
         }
         let code = &config.code;
         Some(Arc::new(CodeMode {
-            sandbox,
+            sandboxes,
             limits: RunLimits {
                 limits: code.run_limits(&config.limits),
                 calls: CallBudget {

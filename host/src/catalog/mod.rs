@@ -137,7 +137,7 @@ impl Catalog {
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
         let mut problems = discovery.failures;
-        let discovery_sandbox = discovery.sandbox;
+        let sandboxes = discovery.sandboxes;
         let (plugins, tool_plugins) = Plugins::sort(discovery.loaded);
         let mut catalog = Catalog {
             server_limiter: config
@@ -153,7 +153,7 @@ impl Catalog {
             ),
             ..Catalog::default()
         };
-        catalog.code = code::CodeMode::new(config, discovery_sandbox, &mut problems);
+        catalog.code = code::CodeMode::new(config, sandboxes, &mut problems);
         let mut offered = Offered::default();
         catalog
             .add_wasm_tools(config, tool_plugins, &mut offered, &mut problems)

@@ -3,7 +3,7 @@
 //! `[server] catalog = "code"` lists `search_tools`, `read_tool` and `run`;
 //! `"meta"` and `"both"` add `run` when `enabled = true`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -18,10 +18,15 @@ pub struct CodeConfig {
     /// Offer `run` beside the meta-tools (catalog `"meta"` or `"both"`);
     /// catalog `"code"` offers it whatever this says.
     pub enabled: bool,
-    /// The code sandbox component. Unset: `sandbox/code-js.wasm` in the
-    /// folder above the binary's (`target/sandbox/` for a build in this
-    /// repo, `PREFIX/sandbox/` for an installed `PREFIX/bin/hangar`).
-    pub sandbox: Option<PathBuf>,
+    /// The sandbox component that runs TypeScript and JavaScript. Unset:
+    /// `sandbox/code-js.wasm` in the folder above the binary's
+    /// (`target/sandbox/` for a build in this repo, `PREFIX/sandbox/` for
+    /// an installed `PREFIX/bin/hangar`).
+    pub javascript: Option<PathBuf>,
+    /// The sandbox component that runs Python. Unset: `sandbox/code-py.wasm`
+    /// beside the JavaScript one's default, when it is there (Python is
+    /// then not offered when it is not).
+    pub python: Option<PathBuf>,
     /// Tool calls of one run that run at once (`Promise.all`); later ones
     /// wait for one to end.
     pub max_parallel_calls: u32,
@@ -38,7 +43,8 @@ impl Default for CodeConfig {
     fn default() -> Self {
         CodeConfig {
             enabled: false,
-            sandbox: None,
+            javascript: None,
+            python: None,
             max_parallel_calls: 8,
             max_tool_calls: 100,
             max_console_bytes: 64 << 10,
@@ -60,17 +66,48 @@ impl CodeConfig {
         defaults.overridden_by(&self.limits)
     }
 
-    /// Where the sandbox component is: `sandbox`, relative to the config
+    /// Where the sandbox of `kind` is: as set, relative to the config
     /// file's folder, or the default beside the binary.
-    pub fn sandbox_path(&self, base_dir: &std::path::Path) -> PathBuf {
-        match &self.sandbox {
+    pub fn sandbox_path(&self, kind: SandboxKind, base_dir: &Path) -> PathBuf {
+        let set = match kind {
+            SandboxKind::JavaScript => &self.javascript,
+            SandboxKind::Python => &self.python,
+        };
+        match set {
             Some(path) => base_dir.join(path),
             None => std::env::current_exe()
                 .ok()
-                .and_then(|exe| exe.parent()?.parent().map(|p| p.to_path_buf()))
+                .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
                 .unwrap_or_default()
                 .join("sandbox")
-                .join("code-js.wasm"),
+                .join(kind.file_name()),
+        }
+    }
+
+    /// Whether the sandbox of `kind` was set in the config (not left to
+    /// its default).
+    pub fn sandbox_set(&self, kind: SandboxKind) -> bool {
+        match kind {
+            SandboxKind::JavaScript => self.javascript.is_some(),
+            SandboxKind::Python => self.python.is_some(),
+        }
+    }
+}
+
+/// Which sandbox component: the one for TypeScript and JavaScript, or the
+/// one for Python.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxKind {
+    JavaScript,
+    Python,
+}
+
+impl SandboxKind {
+    /// Its file name in the default folder.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            SandboxKind::JavaScript => "code-js.wasm",
+            SandboxKind::Python => "code-py.wasm",
         }
     }
 }

@@ -39,7 +39,7 @@ mod upstreams;
 
 pub use capabilities::{CredentialConfig, Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
-pub use code::CodeConfig;
+pub use code::{CodeConfig, SandboxKind};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use db::{CacheConfig, DbConfig, InputSpec, InputType};
 pub use files::{ArtifactsConfig, UploadsConfig};

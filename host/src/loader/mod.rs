@@ -184,12 +184,21 @@ impl Loader {
             .runtime
             .load_dir_with(&config.server.plugins, &named, &meta)?;
         if crate::catalog::code::offered(config) {
-            let path = config.code.sandbox_path(&config.base_dir);
-            discovery.sandbox = Some(
-                (self.runtime.load_sandbox(&path))
+            use crate::config::SandboxKind::{JavaScript, Python};
+            let load = |kind, with_wasi| {
+                let path = config.code.sandbox_path(kind, &config.base_dir);
+                (self.runtime.load_sandbox(&path, with_wasi))
                     .map(Arc::new)
-                    .map_err(|e| format!("{e:#}")),
-            );
+                    .map_err(|e| format!("{e:#}"))
+            };
+            // Python is offered where its sandbox is: set, or built beside
+            // the binary.
+            let python = config.code.sandbox_set(Python)
+                || config.code.sandbox_path(Python, &config.base_dir).exists();
+            discovery.sandboxes = Some(wasm::Sandboxes {
+                javascript: load(JavaScript, false),
+                python: python.then(|| load(Python, true)),
+            });
         }
         Ok((discovery, meta_problems))
     }

@@ -32,6 +32,7 @@ pub enum Lang {
 /// which the `hangar-sdk` crate ships as its `wit/` (a link), so a Python or
 /// JavaScript project builds against the very package a Rust one gets.
 const WIT_FILES: &[(&str, &str)] = &[
+    ("code.wit", include_str!("../../../wit/code.wit")),
     ("kv.wit", include_str!("../../../wit/kv.wit")),
     ("server.wit", include_str!("../../../wit/server.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),

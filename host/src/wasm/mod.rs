@@ -33,7 +33,9 @@ pub use auth::AuthPlugin;
 pub use cache::Origin;
 pub use capability::files::{Preopens, WriteCap};
 pub use capability::http;
-pub use code::{CallBudget, Outcome, Position, Program, ProgramError, RunLimits, Sandbox};
+pub use code::{
+    CallBudget, Outcome, Position, Program, ProgramError, RunLimits, Sandbox, Sandboxes,
+};
 pub use guest::PluginMeta;
 pub use mapper::MapperPlugin;
 pub use offers::Listing;
@@ -110,8 +112,8 @@ pub struct LoadFailure {
 pub struct Discovery {
     pub loaded: Vec<LoadedPlugin>,
     pub failures: Vec<LoadFailure>,
-    /// The code sandbox, when code mode is on: loaded, or why not.
-    pub sandbox: Option<Result<Arc<Sandbox>, String>>,
+    /// The code sandboxes, when code mode is on: loaded, or why not.
+    pub sandboxes: Option<Sandboxes>,
 }
 
 impl Discovery {
@@ -150,10 +152,16 @@ impl Runtime {
         })
     }
 
-    /// The code sandbox at `path` (`[code] sandbox`), compiled and linked
-    /// with `program-tools` alone.
-    pub fn load_sandbox(&self, path: &Path) -> anyhow::Result<Sandbox> {
-        Sandbox::load(&self.engine, &self.cache, path, self.sched.clone())
+    /// The code sandbox at `path` (`[code] javascript` or `python`),
+    /// compiled and linked with `program-tools` (and WASI, `with_wasi`).
+    pub fn load_sandbox(&self, path: &Path, with_wasi: bool) -> anyhow::Result<Sandbox> {
+        Sandbox::load(
+            &self.engine,
+            &self.cache,
+            path,
+            self.sched.clone(),
+            with_wasi,
+        )
     }
 
     /// The instance slots and CPU lane every guest call goes through.

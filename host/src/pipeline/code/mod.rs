@@ -30,12 +30,12 @@ or `await tools.call(\"any.name\", args)`); a call resolves to the tool's struct
 and a failed call throws an Error with `code`, `stage` and the message. \
 Find tools with search_tools and read their arguments with read_tool first. \
 Calls run as you, with your access; `Promise.all` runs several at once. console.log output comes back too. \
-language: \"typescript\" (default) or \"javascript\".";
+language: \"typescript\" (default), \"javascript\", or \"python\" (then `await tools.echo(text=\"hi\")`, and print).";
 
 static RUN_TOOL: LazyLock<(ToolDef, ArgsValidator)> = LazyLock::new(|| {
     let schema = json!({ "type": "object", "properties": {
         "code": { "type": "string", "description": "The program: the body of an async function that returns the answer" },
-        "language": { "type": "string", "enum": ["typescript", "javascript"], "default": "typescript" }
+        "language": { "type": "string", "enum": ["typescript", "javascript", "python"], "default": "typescript" }
     }, "required": ["code"] });
     (
         ToolDef {
@@ -169,18 +169,30 @@ impl Pipeline {
         let Some(code) = self.catalog.code() else {
             return Err(CallError::not_found(RUN));
         };
-        let sandbox = match &code.sandbox {
-            Ok(sandbox) => sandbox,
-            Err(why) => {
+        let language = args["language"].as_str().unwrap_or("typescript");
+        let sandbox = match language {
+            "python" => code.sandboxes.python.as_ref(),
+            _ => Some(&code.sandboxes.javascript),
+        };
+        let sandbox = match sandbox {
+            Some(Ok(sandbox)) => sandbox,
+            Some(Err(why)) => {
                 return Err(CallError::new(
                     Stage::Handler,
                     ErrorKind::Failed,
                     format!("code mode is not available: {why}"),
                 ));
             }
+            None => {
+                return Err(CallError::new(
+                    Stage::Validate,
+                    ErrorKind::Invalid,
+                    "this server runs no Python programs (no Python sandbox: [code] python)",
+                ));
+            }
         };
         let program = Program {
-            language: args["language"].as_str().unwrap_or("typescript"),
+            language,
             source: args["code"].as_str().unwrap_or_default(),
         };
         let calls = Arc::new(Calls {

@@ -26,6 +26,13 @@ use super::state;
 use crate::call::{CallContext, CallError, ErrorKind, ProgramCalls, Stage};
 use crate::config::Limits;
 
+/// The sandboxes code mode loaded: JavaScript's (TypeScript too) always,
+/// Python's when there is one; each loaded, or why not.
+pub struct Sandboxes {
+    pub javascript: Result<Arc<Sandbox>, String>,
+    pub python: Option<Result<Arc<Sandbox>, String>>,
+}
+
 /// The compiled sandbox, pre-linked: what every run instantiates.
 pub struct Sandbox {
     pre: wit::CodePre<GuestState>,
@@ -84,13 +91,16 @@ pub struct Outcome {
 
 impl Sandbox {
     /// Compiles (or finds compiled) the component at `path` and links it
-    /// with `program-tools` alone: a component that imports anything else
-    /// is refused here, at load.
+    /// with `program-tools` alone — a component that imports anything else
+    /// is refused here, at load — or, `with_wasi` (CPython needs WASI to
+    /// start), with WASI as a plugin granted nothing has it too: no
+    /// folders, sockets or environment.
     pub(super) fn load(
         engine: &wasmtime::Engine,
         cache: &CompiledCache,
         path: &Path,
         sched: Arc<Scheduler>,
+        with_wasi: bool,
     ) -> anyhow::Result<Sandbox> {
         let bytes = std::fs::read(path)
             .map_err(|e| anyhow::anyhow!("cannot read the code sandbox {}: {e}", path.display()))?;
@@ -101,6 +111,9 @@ impl Sandbox {
             )
         })?;
         let mut linker: Linker<GuestState> = Linker::new(engine);
+        if with_wasi {
+            state::link(&mut linker)?;
+        }
         wit::hangar::plugin::program_tools::add_to_linker::<GuestState, HasSelf<ProgramState>>(
             &mut linker,
             |s| &mut s.program,
