@@ -288,6 +288,9 @@ def test_nested_calls_are_logged_and_counted_as_calls_of_their_own(server):
     assert all('transport="code"' in l for l in lines[-2:]), lines[-2:]
     metrics = httpx.get(server.url + "/metrics").text
     assert 'hangar_calls_total{tool="db.price"' in metrics
+    counted = [l for l in metrics.splitlines()
+               if l.startswith('hangar_program_calls_total{tool="db.price",transport="code",outcome="ok"}')]
+    assert counted and int(float(counted[0].split()[-1])) >= 2, counted
 
 
 def test_cancelling_run_cancels_its_running_nested_call(server):
@@ -442,3 +445,17 @@ def test_python_errors_say_where(server):
 def test_a_python_runaway_stops_at_the_deadline(server):
     r = run(mcp(server), "while True:\n    pass", language="python")
     assert "deadline of 4000 ms exceeded" in r["error"]["message"], r
+
+
+def test_a_toolset_can_serve_code_mode_while_mcp_serves_every_tool(start_server):
+    s = start_server(plugins=("echo",), config='[toolsets.agents]\ntools = ["echo"]\ncatalog = "code"\n')
+    whole = [t["name"] for t in result(mcp(s).request("tools/list"))["tools"]]
+    assert "run" not in whole and "echo" in whole, whole
+    agents = mcp(s, path="/mcp/agents")
+    names = [t["name"] for t in result(agents.request("tools/list"))["tools"]]
+    assert names == ["search_tools", "read_tool", "run"], names
+    r = result(run(agents, "return await tools.echo({ text: 'via the toolset' });"))
+    assert r["structuredContent"] == {"result": "via the toolset"}, r
+    # Not offered on /mcp, so not there to call.
+    assert "error" in run(mcp(s), "return 1;")
+    assert httpx.post(s.url + "/tools/run/call", json={"code": "return 1;"}).status_code == 404

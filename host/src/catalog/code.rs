@@ -10,17 +10,29 @@ use crate::wasm::{CallBudget, LoadFailure, RunLimits, Sandboxes};
 pub struct CodeMode {
     /// The sandboxes, or why one did not load (`run` then answers that).
     pub sandboxes: Sandboxes,
+    /// `[code] enabled`: `run` beside the meta-tools too.
+    pub enabled: bool,
     pub limits: RunLimits,
 }
 
-/// Whether `config` offers `run`: catalog `"code"`, or `[code] enabled`
-/// with the meta-tools.
-pub fn offered(config: &Config) -> bool {
-    match config.server.catalog {
+/// Whether a catalog in `mode` offers `run`: `"code"` does; `"meta"`
+/// and `"both"` do with `[code] enabled`.
+pub fn offered_in(mode: CatalogMode, enabled: bool) -> bool {
+    match mode {
         CatalogMode::Code => true,
-        CatalogMode::Meta | CatalogMode::Both => config.code.enabled,
+        CatalogMode::Meta | CatalogMode::Both => enabled,
         CatalogMode::Full => false,
     }
+}
+
+/// Whether `config` offers `run` anywhere: on `/mcp`, or on a toolset's
+/// endpoints (`[toolsets.NAME] catalog`).
+pub fn offered(config: &Config) -> bool {
+    let modes = std::iter::once(config.server.catalog)
+        .chain(config.toolsets.values().filter_map(|t| t.catalog));
+    modes
+        .into_iter()
+        .any(|mode| offered_in(mode, config.code.enabled))
 }
 
 impl CodeMode {
@@ -51,6 +63,7 @@ impl CodeMode {
         let code = &config.code;
         Some(Arc::new(CodeMode {
             sandboxes,
+            enabled: code.enabled,
             limits: RunLimits {
                 limits: code.run_limits(&config.limits),
                 calls: CallBudget {

@@ -286,6 +286,12 @@ impl Catalog {
         self.mode
     }
 
+    /// What a request through `toolset` lists: its own `catalog`, else
+    /// the server's.
+    pub fn mode_for(&self, toolset: Option<&crate::call::Toolset>) -> CatalogMode {
+        self.scope(toolset).mode().unwrap_or(self.mode)
+    }
+
     /// Code mode (`run`), when this catalog offers it.
     pub fn code(&self) -> Option<&Arc<code::CodeMode>> {
         self.code.as_ref()

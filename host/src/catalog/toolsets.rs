@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::glob::glob_match;
 use super::stages::AuthStage;
 use crate::call::{Principal, Toolset};
-use crate::config::{AuthConfig, ToolsetConfig};
+use crate::config::{AuthConfig, CatalogMode, ToolsetConfig};
 
 /// Every toolset, by name (the catalog's: a reload brings new globs).
 #[derive(Default)]
@@ -23,6 +23,8 @@ pub struct Globs {
     resources: Vec<String>,
     prompts: Vec<String>,
     auth: Option<AuthStage>,
+    /// `[toolsets.NAME] catalog`: what its endpoints list, if not the server's.
+    catalog: Option<CatalogMode>,
 }
 
 /// A toolset that is not (any more) configured: it holds nothing.
@@ -31,6 +33,7 @@ static NOTHING: Globs = Globs {
     resources: Vec::new(),
     prompts: Vec::new(),
     auth: None,
+    catalog: None,
 };
 
 /// What one request may reach: the whole catalog, or one toolset's part.
@@ -57,6 +60,11 @@ impl<'a> Scope<'a> {
     /// The toolset's own auth check (`[toolsets.NAME] auth`), if any.
     pub fn auth(self) -> Option<&'a AuthStage> {
         self.0.and_then(|g| g.auth.as_ref())
+    }
+
+    /// The toolset's own catalog mode (`[toolsets.NAME] catalog`), if set.
+    pub fn mode(self) -> Option<CatalogMode> {
+        self.0.and_then(|g| g.catalog)
     }
 
     /// Whether a listing for `principal` (the one the toolset's auth check
@@ -86,6 +94,7 @@ impl Toolsets {
                 resources: t.resources.clone(),
                 prompts: t.prompts.clone(),
                 auth: t.auth.as_ref().map(|a| auth(&what, a)).transpose()?,
+                catalog: t.catalog,
             };
             by_name.insert(name.clone(), globs);
         }

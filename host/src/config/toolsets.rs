@@ -32,6 +32,9 @@ pub struct ToolsetConfig {
     /// whose issuer and settings it shares; unset, the toolset takes the
     /// tokens `[oauth]` takes.
     pub resource: Option<String>,
+    /// What the toolset's endpoints list, as `[server] catalog` says it
+    /// (`"full"`, `"meta"`, `"both"`, `"code"`); unset, the server's.
+    pub catalog: Option<super::CatalogMode>,
 }
 
 /// What a toolset's name may be: it is a path segment.

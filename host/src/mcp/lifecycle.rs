@@ -84,7 +84,8 @@ pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Tool
     );
     let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
     // Code mode lists `hangar://code/tools.d.ts`.
-    let artifacts = pipeline.catalog().produces_artifacts() || pipeline.catalog().code().is_some();
+    let artifacts = pipeline.catalog().produces_artifacts()
+        || crate::pipeline::meta::offers_run(pipeline.catalog(), toolset);
     let resources = offered.resources.iter().any(|r| scope.resource(&r.def.uri))
         || (offered.templates.iter()).any(|t| scope.resource(&t.def.uri_template));
     if resources || artifacts {

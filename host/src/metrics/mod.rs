@@ -31,6 +31,14 @@ struct PoolLabels {
     pool: &'static str,
 }
 
+/// A code-mode program's tool call: which tool, how it ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProgramCallLabels {
+    tool: String,
+    transport: &'static str,
+    outcome: &'static str,
+}
+
 /// Where the instance-slot gauge is read at scrape time: the slots in use
 /// by pool (`tools`, `stages`). Whoever owns the scheduler hands one over,
 /// so the `/metrics` route reads it without naming the runtime.
@@ -70,6 +78,9 @@ pub struct Metrics {
     rate_limited: Counter,
     reloads: Counter,
     instances: Family<PoolLabels, Gauge>,
+    /// Tool calls made by code-mode programs (`run`), also counted in
+    /// `hangar_calls_total` as every call is.
+    program_calls: Family<ProgramCallLabels, Counter>,
     db_in_use: Gauge,
     db_waiting: Gauge,
     /// Copied from the caches' own counters at scrape time.
@@ -98,6 +109,7 @@ impl Metrics {
             rate_limited: Counter::default(),
             reloads: Counter::default(),
             instances,
+            program_calls: Family::default(),
             db_in_use: Gauge::default(),
             db_waiting: Gauge::default(),
             cache_hits: Counter::default(),
@@ -123,6 +135,11 @@ impl Metrics {
             m.rate_limited.clone(),
         );
         r.register("reloads", "Catalog reloads", m.reloads.clone());
+        r.register(
+            "program_calls",
+            "Tool calls made by code-mode programs (run), by tool and outcome",
+            m.program_calls.clone(),
+        );
         r.register(
             "wasm_instances_in_use",
             "Wasm instance slots in use, by pool",
@@ -186,6 +203,15 @@ impl Metrics {
             return;
         }
         self.tallies.call_ended(&call);
+        if call.in_program {
+            self.program_calls
+                .get_or_create(&ProgramCallLabels {
+                    tool: call.tool.to_string(),
+                    transport: "code",
+                    outcome: call.outcome,
+                })
+                .inc();
+        }
         match call.outcome {
             "busy" => {
                 self.busy.inc();
@@ -269,6 +295,7 @@ mod tests {
             fuel: 40_000,
             dropped_events: 0,
             stages: StageTimes::default(),
+            in_program: false,
         };
         let mut handled = StageTimes::default();
         handled.set(Stage::Handler, 70_000);
@@ -284,6 +311,10 @@ mod tests {
             dropped_events: 2,
             ..ok
         });
+        m.call_ended(CallOutcome {
+            in_program: true,
+            ..ok
+        });
         m.reloaded();
         let text = m.render(&Live {
             instances: vec![("tools", 3)],
@@ -291,9 +322,14 @@ mod tests {
             ..Live::default()
         });
         let get = |s| sample(&text, s);
+        // The program's call counts as a call too, and as a program's.
         assert_eq!(
             get(r#"hangar_calls_total{tool="echo",stage="-",outcome="ok"}"#),
-            Some("2")
+            Some("3")
+        );
+        assert_eq!(
+            get(r#"hangar_program_calls_total{tool="echo",transport="code",outcome="ok"}"#),
+            Some("1")
         );
         assert_eq!(
             get(r#"hangar_calls_total{tool="echo",stage="rate_limit",outcome="rate_limited"}"#),
@@ -303,7 +339,7 @@ mod tests {
         assert_eq!(get("hangar_busy_rejections_total"), Some("0"));
         assert_eq!(
             get(r#"hangar_fuel_consumed_total{tool="echo"}"#),
-            Some("80000")
+            Some("120000")
         );
         assert_eq!(
             get(r#"hangar_dropped_events_total{tool="echo"}"#),
@@ -334,6 +370,7 @@ mod tests {
             fuel: 1,
             dropped_events: 0,
             stages: handled,
+            in_program: false,
         });
         let text = m.render(&Live::default());
         assert_eq!(
@@ -361,6 +398,7 @@ mod tests {
                 fuel: 5,
                 dropped_events: 0,
                 stages: StageTimes::default(),
+                in_program: false,
             });
         }
         let text = without_tools(&m.render(&Live::default()), &["admin"]);

@@ -18,6 +18,8 @@ pub struct CallOutcome<'a> {
     pub dropped_events: u64,
     /// How long each stage it entered took.
     pub stages: StageTimes,
+    /// Made by a code-mode program (`run`).
+    pub in_program: bool,
 }
 
 /// How long each stage of one call took (`None`: the call did not get

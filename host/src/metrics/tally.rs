@@ -374,6 +374,7 @@ mod tests {
             fuel: 7,
             dropped_events: 0,
             stages,
+            in_program: false,
         };
         let t = tallies.clone();
         let handled = call("echo");

@@ -76,12 +76,15 @@ static METAS: LazyLock<[Meta; 3]> = LazyLock::new(|| {
     ]
 });
 
-/// The meta-tool definitions `catalog` lists: `search_tools`, `read_tool`
-/// and `call_tool` in `"meta"` and `"both"`; `search_tools`, `read_tool`
-/// and `run` in `"code"`; `run` too wherever the catalog offers code mode.
-pub fn definitions(catalog: &Catalog) -> impl Iterator<Item = &'static ToolDef> {
-    let mode = catalog.mode();
-    let code = catalog.code().is_some();
+/// The meta-tool definitions `catalog` lists through `toolset` (its own
+/// catalog mode, else the server's): `search_tools`, `read_tool` and
+/// `call_tool` in `"meta"` and `"both"`; `search_tools`, `read_tool` and
+/// `run` in `"code"`; `run` with the meta-tools too under `[code] enabled`.
+pub fn definitions<'a>(
+    catalog: &'a Catalog,
+    toolset: Option<&crate::call::Toolset>,
+) -> impl Iterator<Item = &'static ToolDef> + 'a {
+    let mode = catalog.mode_for(toolset);
     let metas = METAS
         .iter()
         .filter(move |m| match mode {
@@ -90,12 +93,18 @@ pub fn definitions(catalog: &Catalog) -> impl Iterator<Item = &'static ToolDef> 
             CatalogMode::Meta | CatalogMode::Both => true,
         })
         .map(|m| &m.def);
-    metas.chain(code.then(super::code::definition))
+    metas.chain(offers_run(catalog, toolset).then(super::code::definition))
 }
 
-/// Whether `name` is a meta-tool `catalog` offers.
-pub fn is_meta(catalog: &Catalog, name: &str) -> bool {
-    definitions(catalog).any(|d| d.name == name)
+/// Whether `catalog` offers `run` through `toolset`.
+pub fn offers_run(catalog: &Catalog, toolset: Option<&crate::call::Toolset>) -> bool {
+    let mode = catalog.mode_for(toolset);
+    (catalog.code()).is_some_and(|code| crate::catalog::code::offered_in(mode, code.enabled))
+}
+
+/// Whether `name` is a meta-tool `catalog` offers through `toolset`.
+pub fn is_meta(catalog: &Catalog, toolset: Option<&crate::call::Toolset>, name: &str) -> bool {
+    definitions(catalog, toolset).any(|d| d.name == name)
 }
 
 fn json_result(value: Value) -> ToolResult {
@@ -208,14 +217,14 @@ impl Pipeline {
             "destructive": a.destructive_hint.unwrap_or(false),
             "auth": tool.stages.auth.as_ref().map(|s| s.plugin.name().to_string()),
             // For a program's author (code mode): the tool as `tools.…` has it.
-            "typescript": self.catalog().code().is_some().then(|| super::code::declaration(&tool.def, "")),
+            "typescript": offers_run(self.catalog(), cx.toolset.as_ref()).then(|| super::code::declaration(&tool.def, "")),
         }))
     }
 
     async fn call_tool(&self, args: Value, cx: &mut CallContext) -> ToolResult {
         let path = args["path"].as_str().unwrap_or_default().to_string();
         let inner = args.get("arguments").cloned().unwrap_or(Value::Null);
-        if is_meta(self.catalog(), &path) {
+        if is_meta(self.catalog(), cx.toolset.as_ref(), &path) {
             return ToolResult::error(format!("Error: {path} cannot be called through call_tool"));
         }
         match Box::pin(self.call(&path, inner, cx)).await {

@@ -71,7 +71,7 @@ impl Pipeline {
         cx: &mut CallContext,
         clock: &mut observe::StageClock,
     ) -> Result<ToolResult, CallError> {
-        if meta::is_meta(&self.catalog, name) {
+        if meta::is_meta(&self.catalog, cx.toolset.as_ref(), name) {
             return self.call_meta(name, args, cx).await;
         }
         let tool = self.resolve(name, cx.toolset.as_ref())?;
@@ -242,13 +242,13 @@ impl Pipeline {
     ) -> Vec<std::borrow::Cow<'a, crate::catalog::ToolDef>> {
         use crate::config::CatalogMode;
         use std::borrow::Cow;
-        let mode = self.catalog.mode();
+        let mode = self.catalog.mode_for(toolset);
         let mut listed = Vec::new();
         let scope = self.catalog.scope(toolset);
         if !scope.admits(principal) {
             return listed;
         }
-        for def in meta::definitions(&self.catalog) {
+        for def in meta::definitions(&self.catalog, toolset) {
             listed.push(Cow::Borrowed(def));
         }
         if !matches!(mode, CatalogMode::Meta | CatalogMode::Code) {

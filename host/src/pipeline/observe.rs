@@ -218,6 +218,7 @@ pub(super) fn ended(
         fuel,
         dropped_events: cx.events.dropped(),
         stages,
+        in_program: cx.in_program,
     });
 }
 

@@ -21,7 +21,7 @@ impl Pipeline {
         if !scope.admits(principal) {
             return Vec::new();
         }
-        let code = self.catalog.code().map(|_| super::code::tools_dts());
+        let code = super::meta::offers_run(&self.catalog, toolset).then(super::code::tools_dts);
         (offered.resources.iter())
             .filter(|r| r.access.visible(principal) && scope.resource(&r.def.uri))
             .map(|r| &r.def)
@@ -90,7 +90,9 @@ impl Pipeline {
             not_cancelled(cx, Stage::Handler)?;
             return self.read_artifact(uri, cx).await;
         }
-        if uri == super::code::TOOLS_DTS && self.catalog.code().is_some() {
+        if uri == super::code::TOOLS_DTS
+            && super::meta::offers_run(&self.catalog, cx.toolset.as_ref())
+        {
             return Ok(self.read_tools_dts(cx).await);
         }
         let resolved = self.resolve_resource(uri, cx)?;

@@ -98,7 +98,7 @@ struct OwnName {
 /// one a call of that name runs, and it reaches every tool.
 fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>, Option<OwnName>) {
     let catalog = pipeline.catalog();
-    if meta::is_meta(catalog, name) {
+    if meta::is_meta(catalog, None, name) {
         return (None, None);
     }
     let Ok(tool) = catalog.resolve(name) else {
@@ -159,7 +159,7 @@ async fn call(Path(name): Path<String>, caller: Caller, body: Bytes) -> Response
     }
     let p = rest.pipeline.current();
     if let Err(e) = p.resolve(&name, caller.toolset.as_ref())
-        && !meta::is_meta(p.catalog(), &name)
+        && !meta::is_meta(p.catalog(), caller.toolset.as_ref(), &name)
     {
         return error(StatusCode::NOT_FOUND, &e.message);
     }
