@@ -354,6 +354,7 @@ def test_read_tool_and_tools_d_ts_declare_the_callers_tools_in_typescript(server
     read = result(c.call("read_tool", {"path": "db.price"}))["structuredContent"]
     assert "/** The price of one product, by id */\nprice(args: {\n" in read["typescript"], read
     assert "  id: number;\n" in read["typescript"], read
+    assert read["python"].startswith("async def price(*, id: int) -> "), read
     listed = [r["uri"] for r in result(c.request("resources/list"))["resources"]]
     assert "hangar://code/tools.d.ts" in listed, listed
     dts = result(c.request("resources/read", {"uri": "hangar://code/tools.d.ts"}))["contents"][0]
@@ -459,3 +460,102 @@ def test_a_toolset_can_serve_code_mode_while_mcp_serves_every_tool(start_server)
     # Not offered on /mcp, so not there to call.
     assert "error" in run(mcp(s), "return 1;")
     assert httpx.post(s.url + "/tools/run/call", json={"code": "return 1;"}).status_code == 404
+
+
+def sse_call(server, c, arguments, answer=None, meta=None):
+    """`run` on an SSE stream: every message the server sent, answering a
+    request it sends with `answer(request)`."""
+    http = httpx.Client(base_url=server.url, timeout=60)
+    params = {"name": "run", "arguments": arguments}
+    if meta:
+        params["_meta"] = meta
+    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": params}
+    messages = []
+    headers = {"accept": "application/json, text/event-stream", "mcp-session-id": c.session}
+    with http.stream("POST", "/mcp", json=body, headers=headers) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            msg = json.loads(line[6:])
+            messages.append(msg)
+            if "method" in msg and "id" in msg and answer:
+                assert http.post("/mcp", json=answer(msg), headers=headers).status_code == 202
+    http.close()
+    return messages
+
+
+@pytest.fixture(scope="module")
+def everything(start_server):
+    return start_server(plugins=("everything",), config='catalog = "code"\n')
+
+
+def test_nested_progress_and_logs_reach_the_client_as_the_runs(everything):
+    c = Mcp(everything.url)
+    c.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                             "clientInfo": {"name": "code-test", "version": "0"}})
+    c.notify("notifications/initialized")
+    c.request("logging/setLevel", {"level": "debug"})
+    messages = sse_call(everything, c, {"code": "await tools.test_tool_with_progress({});\n"
+                                                "await tools.test_tool_with_logging({});\nreturn 'done';"},
+                        meta={"progressToken": "run-7"})
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [p["progress"] for p in progress] == [0, 50, 100], messages
+    assert all(p["progressToken"] == "run-7" for p in progress)
+    assert any(m.get("method") == "notifications/message" for m in messages), messages
+    assert messages[-1]["result"]["structuredContent"] == {"result": "done"}, messages[-1]
+
+
+def test_a_nested_call_asks_the_client_through_the_runs_request(everything):
+    c = Mcp(everything.url)
+    c.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                             "clientInfo": {"name": "code-test", "version": "0"}})
+    c.notify("notifications/initialized")
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return {"jsonrpc": "2.0", "id": request["id"],
+                "result": {"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}}
+
+    code = "const said: string = await tools.test_elicitation({ message: 'Who are you?' }); return { said };"
+    messages = sse_call(everything, c, {"code": code}, answer)
+    assert asked and asked[0]["method"] == "elicitation/create", messages
+    assert asked[0]["params"]["message"] == "Who are you?"
+    said = messages[-1]["result"]["structuredContent"]["said"]
+    assert "ada" in said, messages[-1]
+    # A client that declared no elicitation gets a clear error in the program.
+    c2 = mcp(everything)
+    code = "try { await tools.test_elicitation({ message: 'x' }); } catch (e: any) { return e.message; }"
+    r = result(run(c2, code))
+    assert "elicitation" in r["structuredContent"]["result"], r
+
+
+def test_nested_calls_are_child_spans_of_the_runs_span(start_server):
+    from test_traces import Receiver, attrs
+
+    receiver = Receiver()
+    try:
+        s = start_server(plugins=("everything",), config='catalog = "code"\n', env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "200"})
+        import secrets
+        trace_id = secrets.token_hex(16)
+        c = mcp(s)
+        r = run(c, "await tools.test_simple_text({}); await tools.test_simple_text({}); return 1;",
+                headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"})
+        assert "result" in r, r
+
+        def spans():
+            got = [sp for _, sp in receiver.trace(trace_id)]
+            runs = [sp for sp in got if sp.name == "tools/call run"]
+            nested = [sp for sp in got if sp.name == "tools/call test_simple_text"]
+            return (got, runs, nested) if runs and len(nested) == 2 else None
+
+        got, runs, nested = wait_for(spans, 30, "the run's span and its two nested calls'")
+        # run → its handler stage (the program running) → each nested call.
+        handler = [sp for sp in got if sp.name == "handler" and sp.parent_span_id == runs[0].span_id]
+        assert len(handler) == 1, got
+        assert all(sp.parent_span_id == handler[0].span_id for sp in nested), (handler, nested)
+        assert attrs(nested[0])["gen_ai.tool.name"] == "test_simple_text"
+    finally:
+        receiver.close()

@@ -207,6 +207,8 @@ impl Pipeline {
             return ToolResult::error(format!("Error: Tool not found: {path}"));
         };
         let a = tool.def.annotations.clone().unwrap_or_default();
+        // For a program's author (code mode): the tool as `tools.…` has it.
+        let code = offers_run(self.catalog(), cx.toolset.as_ref());
         json_result(json!({
             "path": tool.def.name,
             "title": tool.def.title,
@@ -216,8 +218,8 @@ impl Pipeline {
             "annotations": tool.def.annotations,
             "destructive": a.destructive_hint.unwrap_or(false),
             "auth": tool.stages.auth.as_ref().map(|s| s.plugin.name().to_string()),
-            // For a program's author (code mode): the tool as `tools.…` has it.
-            "typescript": offers_run(self.catalog(), cx.toolset.as_ref()).then(|| super::code::declaration(&tool.def, "")),
+            "typescript": code.then(|| super::code::declaration(&tool.def, "")),
+            "python": code.then(|| super::code::stub(&tool.def)),
         }))
     }
 

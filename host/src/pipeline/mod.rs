@@ -72,6 +72,9 @@ impl Pipeline {
         clock: &mut observe::StageClock,
     ) -> Result<ToolResult, CallError> {
         if meta::is_meta(&self.catalog, cx.toolset.as_ref(), name) {
+            // A meta-tool runs as the call's handler: the calls it makes
+            // (call_tool's, a program's) are spans under its own.
+            proceed(cx, clock, Stage::Handler, true)?;
             return self.call_meta(name, args, cx).await;
         }
         let tool = self.resolve(name, cx.toolset.as_ref())?;

@@ -6,6 +6,7 @@
 //! run's. Only what the program returns (and its console) goes back.
 
 mod dts;
+mod stub;
 
 use std::sync::{Arc, LazyLock};
 
@@ -56,6 +57,7 @@ static RUN_TOOL: LazyLock<(ToolDef, ArgsValidator)> = LazyLock::new(|| {
 });
 
 pub use dts::declaration;
+pub use stub::stub;
 
 /// The resource that holds the declarations of every tool the caller may
 /// call: the `tools` a program is given, as TypeScript.
