@@ -59,6 +59,13 @@ statement = "SELECT 'hidden' AS note"
 auth = {{ plugin = "api-key", policy = {{ header = "x-api-key" }} }}
 visible_to = {{ sub = ["bob"] }}
 
+[[tools]]
+name = "db.limited"
+description = "Twice a minute"
+use = "lite"
+statement = "SELECT 1 AS one"
+rate_limit = "2/m"
+
 [toolsets.small]
 tools = ["echo", "db.price"]
 
@@ -311,7 +318,7 @@ def test_cancelling_run_cancels_its_running_nested_call(server):
     assert 'outcome="cancelled"' in line()[-1], line()
     # The upstream saw its call cancelled too.
     c2 = mcp(server)
-    wait_for(lambda: "30" in text(c2.call("up.cancelled", {})), 10, "the upstream to see the cancel")
+    wait_for(lambda: 30 in json.loads(text(c2.call("up.cancelled", {}))), 10, "the upstream to see the cancel")
 
 
 def test_run_over_stdio_with_the_python_sdk(server, tmp_path):
@@ -559,3 +566,21 @@ def test_nested_calls_are_child_spans_of_the_runs_span(start_server):
         assert attrs(nested[0])["gen_ai.tool.name"] == "test_simple_text"
     finally:
         receiver.close()
+
+
+def test_a_programs_calls_meet_rate_limits_and_the_runs_deadline(server):
+    c = mcp(server)
+    code = """
+    const out: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      try { await tools.db.limited({}); out.push("ok"); } catch (e: any) { out.push(`${e.code}/${e.stage}`); }
+    }
+    return out;
+    """
+    r = result(run(c, code))
+    assert r["structuredContent"] == {"result": ["ok", "ok", "rate_limited/rate_limit"]}, r
+    # A nested call still running when the run's deadline passes ends with the run.
+    r = run(c, "await tools.up.slow({ seconds: 29 }); return 'woke';")
+    assert "deadline of 4000 ms exceeded" in r["error"]["message"], r
+    # ...and the upstream sees that call cancelled.
+    wait_for(lambda: 29 in json.loads(text(c.call("up.cancelled", {}))), 10, "the upstream to see the cancel")
