@@ -41,7 +41,7 @@ enabled = true
 deadline = "{DEADLINE_S}s"
 """
 RUNAWAY = "while (true) {}"
-BOMB = "const keep: number[][] = []; while (true) keep.push(new Array(1 << 20).fill(7));"
+BOMB = "const keep: Float64Array[] = []; while (true) keep.push(new Float64Array(1 << 21));"
 CHATTER = "let i = 0; while (true) console.log('line', i++, 'x'.repeat(200));"
 BOMBS = 8
 PEAK_GROWTH_MIB = abuse.PEAK_GROWTH_MIB

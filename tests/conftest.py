@@ -70,8 +70,11 @@ class Server:
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1", **self.env},
             cwd=self.workdir,
         )
-        # Python and JS components take a while to compile on a first start.
-        deadline = time.monotonic() + 240
+        # Python and JS components take a while to compile on a first start
+        # (~15 s of CPU each here), and under load far longer: 900 s is
+        # against a hang only (scripts/stress beside 6 busy loops saw a
+        # start that compiled a Python and a JavaScript component pass 240 s).
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"hangar exited {self.proc.returncode}:\n{self.log_text()}")

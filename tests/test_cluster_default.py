@@ -38,7 +38,10 @@ class DefaultCluster:
              "--cache-dir", str(cache)],
             stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "HANGAR_BIN": str(HANGAR_BIN), "REDIS_URL": REDIS_URL})
-        deadline = time.monotonic() + 300
+        # Against a hang only: the replicas compile the shipped plugins
+        # (Python and JavaScript ones too) on a cold cache, which under
+        # scripts/stress's load passed 300 s.
+        deadline = time.monotonic() + 900
         while not (self.dir / "ready").exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"scripts/cluster did not start:\n{self.log_path.read_text()}")
