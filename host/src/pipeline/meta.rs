@@ -118,21 +118,23 @@ fn json_result(value: Value) -> ToolResult {
     }
 }
 
-/// Refuses a `search_tools` query over [`MAX_QUERY_CHARS`], naming its length only.
-fn check_query(args: &Value) -> Result<(), CallError> {
-    let Some(query) = args.get("query").and_then(Value::as_str) else {
+/// Refuses a string argument `key` longer than `max` characters, naming
+/// its length only: before schema validation, whose message would quote
+/// the whole text (a `search_tools` query, a `run` program).
+pub(super) fn refuse_longer(args: &Value, key: &str, max: usize) -> Result<(), CallError> {
+    let Some(text) = args.get(key).and_then(Value::as_str) else {
         return Ok(());
     };
-    // Counting stops past the limit: a huge query costs no more than a long one.
-    if query.chars().nth(MAX_QUERY_CHARS).is_none() {
+    // Counting stops past the limit: a huge text costs no more than a long one.
+    if text.chars().nth(max).is_none() {
         return Ok(());
     }
     Err(CallError::new(
         Stage::Validate,
         ErrorKind::Invalid,
         format!(
-            "invalid arguments: /query: {} characters, at most {MAX_QUERY_CHARS}",
-            query.chars().count()
+            "invalid arguments: /{key}: {} characters, at most {max}",
+            text.chars().count()
         ),
     ))
 }
@@ -153,7 +155,7 @@ impl Pipeline {
             .find(|m| m.def.name == name)
             .expect("a meta-tool");
         if name == SEARCH {
-            check_query(&args)?;
+            refuse_longer(&args, "query", MAX_QUERY_CHARS)?;
         }
         let args = m.validator.validate(args)?;
         let principal = self.listing_principal(cx).await;

@@ -110,24 +110,6 @@ impl ProgramCalls for Calls {
     }
 }
 
-/// Refuses a program over [`MAX_CODE_CHARS`], naming its length only.
-fn check_length(args: &Value) -> Result<(), CallError> {
-    let Some(code) = args.get("code").and_then(Value::as_str) else {
-        return Ok(());
-    };
-    if code.chars().nth(MAX_CODE_CHARS).is_none() {
-        return Ok(());
-    }
-    Err(CallError::new(
-        Stage::Validate,
-        ErrorKind::Invalid,
-        format!(
-            "invalid arguments: /code: {} characters, at most {MAX_CODE_CHARS}",
-            code.chars().count()
-        ),
-    ))
-}
-
 impl Pipeline {
     /// `hangar://code/tools.d.ts` as the caller reads it: the tools it is
     /// shown (through the request's toolset), declared.
@@ -166,7 +148,7 @@ impl Pipeline {
         args: Value,
         cx: &mut CallContext,
     ) -> Result<ToolResult, CallError> {
-        check_length(&args)?;
+        super::meta::refuse_longer(&args, "code", MAX_CODE_CHARS)?;
         let args = RUN_TOOL.1.validate(args)?;
         let Some(code) = self.catalog.code() else {
             return Err(CallError::not_found(RUN));
