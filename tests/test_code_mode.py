@@ -392,8 +392,10 @@ def test_the_explorers_run_view_runs_a_program_with_the_callers_tools(server):
         page.goto(server.url + "/ui")
         page.wait_for_selector("#view-run:not([hidden])")
         page.click("#view-run")
-        # The caller's tools.d.ts, as the resource has it.
-        page.wait_for_function("document.querySelector('#tools-dts').textContent.includes('declare const tools')")
+        # The caller's tools.d.ts, as the resource has it. (A locator waits in
+        # Playwright's own script: the page's CSP forbids the eval a string
+        # passed to wait_for_function needs.)
+        page.locator("#tools-dts", has_text="declare const tools").wait_for(state="attached")
         assert "price(args: {" in page.locator("#tools-dts").text_content()
         page.fill("#program", "const r: { rows: { price: number }[] } = await tools.db.price({ id: 3 });\n"
                               "console.log('read', r.rows.length);\nreturn { price: r.rows[0].price };")
