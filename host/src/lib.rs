@@ -5,6 +5,7 @@
 //! ([`wasm`]) and are listed in the [`catalog`]; [`mcp`] and [`rest`] are the
 //! surfaces that carry calls in.
 
+pub mod accounts;
 pub mod asks;
 pub mod call;
 pub mod catalog;

@@ -12,6 +12,7 @@
 mod body;
 mod clients;
 mod conn;
+mod connect;
 mod files;
 mod probes;
 mod toolsets;
@@ -166,8 +167,17 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
             Err(refusal) => foreign(refusal),
         }
     };
+    // `/connect`: users connect their own accounts. Outside the OAuth door
+    // (a provider's redirect carries no bearer token): it proves callers itself.
+    let connect = connect::router(Arc::new(connect::ConnectState {
+        accounts: hangar.loader.accounts().clone(),
+        pipeline: hangar.pipeline.clone(),
+        oauth: oauth.clone(),
+        secure: (server.public_url.as_deref()).is_some_and(|u| u.starts_with("https://")),
+    }));
     let guarded = Router::new()
         .merge(rest)
+        .merge(connect)
         .merge(sets.rest)
         .merge(files::artifacts_router(hangar.files.clone()))
         .route("/healthz", get(probes::healthz).with_state(health))

@@ -4,6 +4,15 @@
 // registration, and RFC 8707 resource indicators, so it issues JWT access
 // tokens whose `aud` is the resource the client asked for.
 //
+// It is also the third-party provider users connect their own accounts to
+// (tests/test_accounts.py): a dynamically registered confidential client may
+// use authorization code + refresh tokens ("openid offline_access" with
+// prompt=consent), its opaque access tokens work at userinfo, which answers
+// {sub, email: "<login>@example.com"}; refresh tokens rotate on every use (a
+// retired one used again revokes its grant) and can be revoked (RFC 7009); a
+// client named "short-lived" gets access tokens that expire 4 s after they
+// are issued.
+//
 // Env: OIDC_PORT (the real issuer, http://127.0.0.1:OIDC_PORT), ROGUE_PORT (a
 // second issuer signing with the same keys: tokens with the wrong `iss`),
 // OIDC_KEYS (a private JWK set, JSON: the signing keys; the test made them).
@@ -30,11 +39,32 @@ const clients = [
 
 const signingAlg = { es256: 'ES256', eddsa: 'EdDSA' };
 
+// Any login is accepted (devInteractions): the account is the login name.
+async function findAccount(ctx, sub) {
+  return { accountId: sub, claims: async () => ({ sub, email: `${sub}@example.com` }) };
+}
+
 function configuration() {
   return {
     clients,
     jwks: keys,
-    scopes: ['tools:read', 'tools:admin'],
+    findAccount,
+    scopes: ['openid', 'offline_access', 'tools:read', 'tools:admin'],
+    // Userinfo answers the e-mail address with the `openid` scope alone.
+    claims: { openid: ['sub', 'email'] },
+    ttl: {
+      // oidc-provider's default, except for the client named "short-lived".
+      AccessToken(ctx, token, client) {
+        if (client?.clientName === 'short-lived') return 4;
+        return token.resourceServer?.accessTokenTTL || 60 * 60;
+      },
+    },
+    // An expired token is refused at once (the default allows 15 s), so a
+    // test sees a short-lived token expire when it does.
+    clockTolerance: 0,
+    // Every refresh answers a new refresh token and retires the one used
+    // (the default rotates only public clients' tokens, or old ones).
+    rotateRefreshToken: true,
     features: {
       // The built-in login and consent pages: the authorization code test
       // submits their forms as a user would (any login is accepted).
@@ -43,6 +73,9 @@ function configuration() {
       registration: { enabled: true },
       clientCredentials: { enabled: true },
       introspection: { enabled: false },
+      // RFC 7009: a test revokes a user's grant behind Hangar's back
+      // (revoking a token revokes every token of its grant).
+      revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         // A request must name its resource: no token is minted for "anyone".

@@ -1,5 +1,5 @@
-//! What guests may reach outside their sandbox: `[http]`, `[credentials.NAME]`
-//! and each plugin's `grants`.
+//! What guests may reach outside their sandbox: `[http]` and each plugin's
+//! `grants` (the providers they name are `super::credentials`).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -35,30 +35,4 @@ pub struct Grants {
     /// `[credentials.NAME]` providers whose tokens the plugin may get.
     #[serde(default)]
     pub credentials: Vec<String>,
-}
-
-/// A `[credentials.NAME]` provider. Values may be `{{ env.VAR }}` or
-/// `{{ file./path }}`; they never appear in logs or `hangar check`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(tag = "kind", deny_unknown_fields)]
-pub enum CredentialConfig {
-    /// A fixed token or API key.
-    #[serde(rename = "static")]
-    Static {
-        /// The token, usually `{{ env.VAR }}` or `{{ file./path }}`.
-        value: String,
-    },
-    /// OAuth 2.0 client credentials: the host asks `token_url` for a token
-    /// and shares it across calls until shortly before it expires.
-    #[serde(rename = "oauth2-client-credentials")]
-    OAuth2ClientCredentials {
-        /// The authorization server's token endpoint.
-        token_url: String,
-        client_id: String,
-        /// Usually `{{ env.VAR }}` or `{{ file./path }}`.
-        client_secret: String,
-        /// Scopes asked for with every token.
-        #[serde(default)]
-        scopes: Vec<String>,
-    },
 }

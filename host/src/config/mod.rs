@@ -17,6 +17,7 @@ mod capabilities;
 mod cluster;
 mod code;
 mod connectors;
+mod credentials;
 mod db;
 mod files;
 mod keys;
@@ -37,10 +38,11 @@ mod toolsets;
 mod trust;
 mod upstreams;
 
-pub use capabilities::{CredentialConfig, Grants, HttpConfig};
+pub use capabilities::{Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
 pub use code::{CodeConfig, SandboxKind};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
+pub use credentials::{CredentialConfig, CredentialsConfig, Fallback, Source};
 pub use db::{CacheConfig, DbConfig, InputSpec, InputType};
 pub use files::{ArtifactsConfig, UploadsConfig};
 pub use keys::TrustedKey;
@@ -93,9 +95,10 @@ pub struct Config {
     /// Outbound HTTP from guests (what they may reach is in each plugin's grants).
     #[serde(default)]
     pub http: HttpConfig,
-    /// Credential providers, by name; a plugin uses those its grants name.
+    /// Credential providers, by name (a plugin uses those its grants
+    /// name), and the key users' own tokens are sealed with.
     #[serde(default)]
-    pub credentials: BTreeMap<String, CredentialConfig>,
+    pub credentials: CredentialsConfig,
     /// Where plugins' key-value state lives (`hangar:plugin/kv`).
     #[serde(default)]
     pub kv: KvConfig,
@@ -140,6 +143,7 @@ impl Config {
         config
             .validate_oauth()
             .and_then(|()| config.validate_toolsets())
+            .and_then(|()| config.validate_credentials())
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         if let Some(cluster) = &config.cluster {
             cluster
@@ -242,6 +246,22 @@ impl Config {
             self.server.default_toolset.as_deref(),
             self.oauth.is_some(),
         )
+    }
+
+    /// Per-user providers need the key their tokens are sealed with, and
+    /// the public base of the connect URLs handed out.
+    pub fn validate_credentials(&self) -> Result<(), String> {
+        if !self.credentials.per_user() {
+            return Ok(());
+        }
+        if self.credentials.encryption_key.is_none() {
+            return Err("a per-user provider ([credentials.NAME] kind = \"oauth2-user\" or \"user-key\") needs [credentials] encryption_key (32 bytes, base64, e.g. \"{{ env.HANGAR_CREDENTIALS_KEY }}\"): users' tokens are sealed with it at rest".into());
+        }
+        match self.server.public_url.as_deref() {
+            Some(url) if url.starts_with("https://") || url.starts_with("http://") => Ok(()),
+            Some(url) => Err(format!("[server] public_url: {url:?} is not an http(s) URL")),
+            None => Err("a per-user provider needs [server] public_url (e.g. \"https://mcp.example.com\"): the connect URLs handed to users and the providers' redirect_uri start with it".into()),
+        }
     }
 
     /// A path from the config file, relative to the file's folder.

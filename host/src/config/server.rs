@@ -28,6 +28,10 @@ pub enum ErrorStyle {
 pub struct ServerConfig {
     /// The address MCP and REST are served on (`--listen` wins over it).
     pub listen: SocketAddr,
+    /// The base of the URLs Hangar hands out for browsers to open (e.g.
+    /// `https://mcp.example.com`): the connect pages of per-user providers
+    /// and their callbacks. Required with a per-user provider.
+    pub public_url: Option<String>,
     /// The folder every `*.wasm` of is loaded at startup (`--plugins` wins
     /// over it).
     pub plugins: PathBuf,
@@ -215,6 +219,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: None,
             plugins: PathBuf::from("plugins"),
             cache_dir: PathBuf::from(".cache/hangar"),
             max_body_bytes: 4 * 1024 * 1024,

@@ -47,6 +47,9 @@ pub(super) trait Backend: Send + Sync {
         max_keys: u64,
     ) -> BoxFuture<'a, Result<()>>;
     fn delete<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// The live value, deleted in the same step: of two takers of one key,
+    /// one gets it (single-use tickets and flow states).
+    fn take<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
     /// Atomic add on a decimal integer value; an absent key counts as 0 and
     /// is created without TTL (past `max_keys`: `quota`).
     fn increment<'a>(
@@ -58,6 +61,13 @@ pub(super) trait Backend: Send + Sync {
     ) -> BoxFuture<'a, Result<i64>>;
     /// Where the data lives, for the log (no credentials).
     fn describe(&self) -> String;
+}
+
+/// The human part, as the host's own messages show it.
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&message(self))
+    }
 }
 
 pub type Result<T> = std::result::Result<T, KvError>;

@@ -198,6 +198,24 @@ impl Backend for Embedded {
         })
     }
 
+    fn take<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
+        let (ns, key) = (ns.to_owned(), key.to_owned());
+        self.run(move |conn| {
+            // One statement: SQLite runs it under one write lock.
+            let taken: Option<(Vec<u8>, bool)> = conn
+                .query_row(
+                    &format!(
+                        "DELETE FROM kv WHERE plugin = ?1 AND key = ?2 RETURNING value, {LIVE}"
+                    ),
+                    params![ns, key, now_ms()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(db)?;
+            Ok(taken.and_then(|(value, live)| live.then_some(value)))
+        })
+    }
+
     fn increment<'a>(
         &'a self,
         ns: &'a str,

@@ -192,6 +192,18 @@ impl KvStore {
         self.set(ns, key, value, ttl_ms).await
     }
 
+    pub async fn host_delete(&self, ns: &str, key: &str) -> Result<()> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.delete(ns, key).await
+    }
+
+    /// The live value of `key`, deleted in the same step (single use).
+    pub async fn host_take(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.check_key(key)?;
+        self.backend.take(ns, key).await
+    }
+
     /// As [`KvStore::host_set`], with at most `max_keys` live keys in `ns`
     /// (a write adding one more fails with `quota`).
     pub async fn host_set_capped(

@@ -223,6 +223,22 @@ impl Backend for Redis {
         })
     }
 
+    fn take<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            let mut con = self.connection().await?;
+            let (value,): (Option<Vec<u8>>,) = ::redis::pipe()
+                .atomic()
+                .cmd("GETDEL")
+                .arg(self.key(ns, key))
+                .zrem(self.index(ns), key)
+                .ignore()
+                .query_async(&mut con)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            Ok(value)
+        })
+    }
+
     fn increment<'a>(
         &'a self,
         ns: &'a str,

@@ -31,6 +31,8 @@ pub struct Loader {
     changes: ResourceChanges,
     /// The replicas' shared Redis (`[cluster]`), kept across reloads.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Users' own accounts (their connections live in the kv store).
+    accounts: Arc<crate::accounts::Accounts>,
 }
 
 /// One catalog and what was met building it.
@@ -83,6 +85,18 @@ impl Loader {
         });
         let (kv, kv_problems) =
             crate::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
+        // Users' tokens are sealed with the key: one that cannot be used
+        // stops the start, as a missing one does (`Config::load`).
+        if config.credentials.per_user() {
+            config
+                .credentials
+                .encryption_key()
+                .map_err(|e| anyhow::anyhow!(e))?;
+        }
+        let accounts = Arc::new(crate::accounts::Accounts::new(
+            kv.clone(),
+            (**client.tls()).clone(),
+        ));
         let kv_problems = kv_problems
             .into_iter()
             .map(|error| LoadFailure {
@@ -97,6 +111,7 @@ impl Loader {
             kv_problems,
             changes: ResourceChanges::default(),
             cluster,
+            accounts,
         })
     }
 
@@ -113,6 +128,11 @@ impl Loader {
 
     pub fn changes(&self) -> &ResourceChanges {
         &self.changes
+    }
+
+    /// Users' own accounts at per-user providers.
+    pub fn accounts(&self) -> &Arc<crate::accounts::Accounts> {
+        &self.accounts
     }
 
     /// The kv store (`[kv]`), when it opened.
@@ -163,6 +183,7 @@ impl Loader {
                 config,
                 client: &self.client,
                 kv: self.kv.as_ref(),
+                accounts: Some(&self.accounts),
                 changes: &self.changes,
             },
             &mut problems,

@@ -13,7 +13,25 @@ use super::capability::files::Preopens;
 use super::capability::{CallCaps, CallSetup, GuestStore, HasCaps, PluginCaps};
 use super::sched::LaneTurn;
 use super::stderr::StderrCapture;
-use crate::call::EventSink;
+use crate::call::{CallContext, EventSink, Principal};
+
+/// Who a guest's call is for: its trace id (for `traceparent` on outbound
+/// requests) and the principal the auth stage found (whose own credentials
+/// `credentials.get` resolves). Both none for a warm-up instance.
+#[derive(Clone, Copy, Default)]
+pub struct Caller<'a> {
+    pub trace_id: Option<&'a str>,
+    pub principal: Option<&'a Principal>,
+}
+
+impl<'a> Caller<'a> {
+    pub fn of(cx: &'a CallContext) -> Caller<'a> {
+        Caller {
+            trace_id: (!cx.trace_id.is_empty()).then_some(cx.trace_id.as_str()),
+            principal: cx.principal.as_ref(),
+        }
+    }
+}
 
 /// Who a guest is: its plugin name, how its instances are reused, and what
 /// each capability keeps for it (its grants, config values, log share…).
@@ -59,9 +77,9 @@ impl GuestState {
         plugin: &PluginMeta,
         limits: &crate::config::Limits,
         events: EventSink,
-        trace_id: Option<&str>,
+        caller: Caller<'_>,
     ) -> GuestState {
-        Self::with_preopens(plugin, limits, events, trace_id, &Preopens::default())
+        Self::with_preopens(plugin, limits, events, caller, &Preopens::default())
             .expect("a context without folders cannot fail")
     }
 
@@ -71,7 +89,7 @@ impl GuestState {
         plugin: &PluginMeta,
         limits: &crate::config::Limits,
         events: EventSink,
-        trace_id: Option<&str>,
+        caller: Caller<'_>,
         preopens: &Preopens,
     ) -> anyhow::Result<GuestState> {
         let stderr = StderrCapture::default();
@@ -81,7 +99,8 @@ impl GuestState {
             &CallSetup {
                 plugin: &plugin.name,
                 limits,
-                trace_id,
+                trace_id: caller.trace_id,
+                principal: caller.principal,
                 preopens,
                 stderr: &stderr,
                 events: &events,
@@ -107,7 +126,7 @@ impl GuestState {
         &mut self,
         limits: &crate::config::Limits,
         events: EventSink,
-        trace_id: Option<&str>,
+        caller: Caller<'_>,
     ) {
         self.memory = MemoryCap::new(limits.memory_bytes());
         self.deadline = Instant::now() + limits.deadline;
@@ -116,7 +135,8 @@ impl GuestState {
         self.caps.next_call(&CallSetup {
             plugin: &self.plugin,
             limits,
-            trace_id,
+            trace_id: caller.trace_id,
+            principal: caller.principal,
             preopens: &none,
             stderr: &self.stderr,
             events: &events,

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use super::bindings::server::exports::hangar::plugin::{completion, prompts, resources};
 use super::bindings::tool::hangar::plugin::types as wit;
 use super::convert::{content, wit_context};
+use super::guest::Caller;
 use super::limits;
-use super::tool::{Instance, ToolPlugin, trace};
+use super::tool::{Instance, ToolPlugin};
 use crate::call::apps::{MetaOf, parse_meta};
 use crate::call::{
     CallContext, CallError, CompletionRef, Completions, ErrorKind, Meta, PromptArgument, PromptDef,
@@ -93,7 +94,7 @@ impl ToolPlugin {
         let until = Instant::now() + limits.queue_timeout;
         let cancel = &cx.cancel;
         let mut inst = self
-            .instantiate(limits, cancel, cx.events.clone(), trace(cx), until)
+            .instantiate(limits, cancel, cx.events.clone(), Caller::of(cx), until)
             .await?;
         let deadline = inst.store.data().deadline;
         let out = limits::bounded(

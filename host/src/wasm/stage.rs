@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{Engine, Store};
 
-use super::guest::{GuestState, PluginMeta};
+use super::guest::{Caller, GuestState, PluginMeta};
 use super::limits;
 use super::sched::{Pool, Scheduler};
 use super::state;
@@ -79,7 +79,7 @@ impl<P, B> StageComponent<P, B> {
                 let store = &mut live.store;
                 store
                     .data_mut()
-                    .reset_for_call(limits, events, super::tool::trace(cx));
+                    .reset_for_call(limits, events, Caller::of(cx));
                 limits::arm(store, limits, &cx.cancel, &self.sched);
                 (live, runs)
             }
@@ -123,7 +123,7 @@ impl<P, B> StageComponent<P, B> {
             limits,
             &cx.cancel,
             events,
-            super::tool::trace(cx),
+            Caller::of(cx),
             &self.sched,
         );
         let deadline = store.data().deadline;

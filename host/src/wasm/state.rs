@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::Linker;
 
 use super::capability::files::Preopens;
-use super::guest::{GuestState, PluginMeta};
+use super::guest::{Caller, GuestState, PluginMeta};
 use super::sched::Scheduler;
 use crate::call::EventSink;
 
@@ -34,10 +34,10 @@ pub fn store(
     limits: &crate::config::Limits,
     cancel: &crate::call::CancelToken,
     events: EventSink,
-    trace_id: Option<&str>,
+    caller: Caller<'_>,
     sched: &Arc<Scheduler>,
 ) -> wasmtime::Store<GuestState> {
-    let state = GuestState::new(plugin, limits, events, trace_id);
+    let state = GuestState::new(plugin, limits, events, caller);
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     store
@@ -51,11 +51,11 @@ pub fn store_with(
     limits: &crate::config::Limits,
     cancel: &crate::call::CancelToken,
     events: EventSink,
-    trace_id: Option<&str>,
+    caller: Caller<'_>,
     sched: &Arc<Scheduler>,
     preopens: &Preopens,
 ) -> anyhow::Result<wasmtime::Store<GuestState>> {
-    let state = GuestState::with_preopens(plugin, limits, events, trace_id, preopens)?;
+    let state = GuestState::with_preopens(plugin, limits, events, caller, preopens)?;
     let mut store = wasmtime::Store::new(engine, state);
     super::limits::arm(&mut store, limits, cancel, sched);
     Ok(store)

@@ -14,7 +14,7 @@ use super::bindings::tool::hangar::plugin::types as wit;
 use super::bindings::tool::{Tool, ToolIndices};
 use super::capability::files::Preopens;
 use super::convert::{call_result, tool_def, wit_context};
-use super::guest::{GuestState, PluginMeta};
+use super::guest::{Caller, GuestState, PluginMeta};
 use super::limits;
 use super::offered::Offers;
 use super::sched::{Gate, Pool, Scheduler};
@@ -153,7 +153,13 @@ impl ToolPlugin {
         let cancel = CancelToken::default();
         let until = Instant::now() + limits.queue_timeout;
         let mut inst = self
-            .instantiate(limits, &cancel, EventSink::default(), None, until)
+            .instantiate(
+                limits,
+                &cancel,
+                EventSink::default(),
+                Caller::default(),
+                until,
+            )
             .await?;
         let deadline = inst.store.data().deadline;
         let out = limits::bounded(
@@ -222,7 +228,7 @@ impl ToolPlugin {
                 let store = &mut inst.store;
                 store
                     .data_mut()
-                    .reset_for_call(limits, cx.events.clone(), trace(cx));
+                    .reset_for_call(limits, cx.events.clone(), Caller::of(cx));
                 limits::arm(store, limits, &cx.cancel, &self.sched);
                 (inst, calls)
             }
@@ -232,7 +238,7 @@ impl ToolPlugin {
                         limits,
                         &cx.cancel,
                         cx.events.clone(),
-                        trace(cx),
+                        Caller::of(cx),
                         until,
                         preopens,
                     )
@@ -340,11 +346,11 @@ impl ToolPlugin {
         limits: &Limits,
         cancel: &CancelToken,
         events: EventSink,
-        trace_id: Option<&str>,
+        caller: Caller<'_>,
         until: Instant,
     ) -> Result<Instance, CallError> {
         let none = Preopens::default();
-        self.instantiate_with(limits, cancel, events, trace_id, until, &none)
+        self.instantiate_with(limits, cancel, events, caller, until, &none)
             .await
     }
 
@@ -354,7 +360,7 @@ impl ToolPlugin {
         limits: &Limits,
         cancel: &CancelToken,
         events: EventSink,
-        trace_id: Option<&str>,
+        caller: Caller<'_>,
         until: Instant,
         preopens: &Preopens,
     ) -> Result<Instance, CallError> {
@@ -365,7 +371,7 @@ impl ToolPlugin {
             limits,
             cancel,
             events,
-            trace_id,
+            caller,
             &self.sched,
             preopens,
         )
@@ -476,9 +482,4 @@ fn block_bytes(block: &wit::ContentBlock) -> usize {
             l.uri.len() + l.name.len() + opt(&l.description) + opt(&l.mime_type)
         }
     }
-}
-
-/// The call's trace id, for `traceparent` on outbound requests.
-pub(super) fn trace(cx: &CallContext) -> Option<&str> {
-    (!cx.trace_id.is_empty()).then_some(cx.trace_id.as_str())
 }

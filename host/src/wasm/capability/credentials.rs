@@ -10,8 +10,12 @@
 //!
 //! As a [`Capability`]: the providers are the load's part, the granted ones
 //! the plugin's, and a call's [`CredentialsCall`] serves the import.
+//!
+//! A per-user provider (`oauth2-user`, `user-key`) is resolved for the
+//! call's principal by `crate::accounts`: its own connection, its team's
+//! value, the server-wide default — or an error naming where to connect.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +30,9 @@ use super::http::{ByteBudget, HttpClient};
 use super::shape::{
     CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems, grant_lines,
 };
-use crate::config::{CredentialConfig, PluginConfig};
+use crate::accounts::Accounts;
+use crate::call::Principal;
+use crate::config::{CredentialConfig, CredentialsConfig, PluginConfig};
 use crate::wasm::bindings::tool::hangar::plugin::credentials as wit;
 
 /// The import tools ask for credentials through.
@@ -39,6 +45,7 @@ pub struct Credentials;
 pub struct CredentialsCall {
     plugin: Arc<str>,
     granted: Arc<PluginCredentials>,
+    principal: Option<Principal>,
 }
 
 impl Capability for Credentials {
@@ -51,8 +58,17 @@ impl Capability for Credentials {
     /// problem at its table.
     fn load(setup: &LoadSetup<'_>, problems: &mut Problems) -> Providers {
         let substitute = |text: &str| setup.substitute(text);
-        let (providers, broken) =
-            Providers::build(&setup.config.credentials, setup.client, &substitute);
+        if let Some(accounts) = setup.accounts {
+            for (path, error) in accounts.configure(setup.config, &substitute) {
+                problems.add(path, error);
+            }
+        }
+        let (providers, broken) = Providers::build(
+            &setup.config.credentials,
+            setup.client,
+            setup.accounts,
+            &substitute,
+        );
         for (name, error) in broken {
             problems.add(format!("credentials.{name}"), error);
         }
@@ -78,7 +94,12 @@ impl Capability for Credentials {
         Ok(CredentialsCall {
             plugin: call.plugin.clone(),
             granted: granted.clone(),
+            principal: call.principal.cloned(),
         })
+    }
+
+    fn next_call(state: &mut CredentialsCall, call: &CallSetup<'_>) {
+        state.principal = call.principal.cloned();
     }
 
     fn link<T: GuestStore>(
@@ -101,7 +122,9 @@ impl Capability for Credentials {
 
 impl wit::Host for CredentialsCall {
     async fn get(&mut self, provider: String) -> Result<String, String> {
-        self.granted.get(&self.plugin, &provider).await
+        (self.granted)
+            .get(&self.plugin, &provider, self.principal.as_ref())
+            .await
     }
 }
 
@@ -135,6 +158,8 @@ impl std::fmt::Debug for PluginCredentials {
 pub enum Provider {
     Static(String),
     OAuth(Box<OAuthProvider>),
+    /// Per user: resolved by the process's accounts for each caller.
+    User(Arc<Accounts>),
 }
 
 pub struct OAuthProvider {
@@ -152,14 +177,20 @@ impl Providers {
     /// Builds every provider; `substitute` fills `{{ env.X }}` / `{{ file.X }}`.
     /// A provider that cannot be built is left out and reported by name.
     pub fn build(
-        config: &BTreeMap<String, CredentialConfig>,
+        config: &CredentialsConfig,
         client: &Arc<HttpClient>,
+        accounts: Option<&Arc<Accounts>>,
         substitute: &dyn Fn(&str) -> Result<String, String>,
     ) -> (Providers, Vec<(String, String)>) {
         let mut providers = HashMap::new();
         let mut problems = Vec::new();
-        for (name, cfg) in config {
+        for (name, cfg) in &config.providers {
             let built = match cfg {
+                // Its problems were reported when the accounts took it.
+                _ if cfg.is_per_user() => match accounts {
+                    Some(a) if a.has(name) => Ok(Provider::User(a.clone())),
+                    _ => continue,
+                },
                 CredentialConfig::Static { value } => substitute(value).map(Provider::Static),
                 CredentialConfig::OAuth2ClientCredentials {
                     token_url,
@@ -182,6 +213,9 @@ impl Providers {
                         cached: Mutex::new(None),
                     })))
                 })(),
+                CredentialConfig::OAuth2User { .. } | CredentialConfig::UserKey { .. } => {
+                    unreachable!("per-user providers are matched above")
+                }
             };
             match built {
                 Ok(p) => {
@@ -210,7 +244,12 @@ impl Providers {
 
 impl PluginCredentials {
     /// The token of `provider`, if the plugin was granted it.
-    pub async fn get(&self, plugin: &str, provider: &str) -> Result<String, String> {
+    pub async fn get(
+        &self,
+        plugin: &str,
+        provider: &str,
+        principal: Option<&Principal>,
+    ) -> Result<String, String> {
         let Some(p) = self.0.get(provider) else {
             tracing::warn!(
                 plugin,
@@ -226,6 +265,7 @@ impl PluginCredentials {
                 tracing::warn!(plugin, "credentials: {provider}: {e}");
                 format!("credentials: {provider}: {e}")
             }),
+            Provider::User(accounts) => accounts.resolve(provider, principal).await,
         }
     }
 }

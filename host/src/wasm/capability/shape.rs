@@ -80,6 +80,9 @@ pub struct LoadSetup<'a> {
     pub client: &'a Arc<HttpClient>,
     /// The server's kv store (`[kv]`); none when it could not be opened.
     pub kv: Option<&'a Arc<KvStore>>,
+    /// Users' own accounts, which per-user credential providers resolve
+    /// through (none in `hangar check`'s dry loads).
+    pub accounts: Option<&'a Arc<crate::accounts::Accounts>>,
     /// Where guests announce changed resources and lists.
     pub changes: &'a ResourceChanges,
 }
@@ -111,6 +114,8 @@ pub struct CallSetup<'a> {
     pub plugin: &'a Arc<str>,
     pub limits: &'a Limits,
     pub trace_id: Option<&'a str>,
+    /// Who calls (the auth stage's principal), when anyone was proved.
+    pub principal: Option<&'a crate::call::Principal>,
     pub preopens: &'a Preopens,
     /// Where the guest's stderr goes (WASI's context writes into it).
     pub stderr: &'a StderrCapture,

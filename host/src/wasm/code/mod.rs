@@ -19,7 +19,7 @@ pub use calls::{CallBudget, ProgramState};
 
 use super::bindings::code as wit;
 use super::cache::CompiledCache;
-use super::guest::{GuestState, PluginMeta};
+use super::guest::{Caller, GuestState, PluginMeta};
 use super::limits;
 use super::sched::{Pool, Scheduler};
 use super::state;
@@ -149,14 +149,13 @@ impl Sandbox {
         let lim = &limits.limits;
         let until = Instant::now() + lim.queue_timeout;
         let slot = self.sched.slot(Pool::Tools, until, Stage::Handler).await?;
-        let trace = (!cx.trace_id.is_empty()).then_some(cx.trace_id.as_str());
         let mut store = state::store(
             self.pre.engine(),
             &self.meta,
             lim,
             &cx.cancel,
             cx.events.clone(),
-            trace,
+            Caller::of(cx),
             &self.sched,
         );
         let turn = store.data().turn.clone();

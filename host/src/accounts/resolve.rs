@@ -1,0 +1,129 @@
+//! Which value a per-user provider answers for a caller: its `sources` in
+//! order — the caller's own connection (refreshed first when about to
+//! expire, one refresh at a time), its team's value, the server-wide one —
+//! or an error naming a connect URL for that caller.
+
+use std::sync::Arc;
+
+use super::connections::{Accounts, Connection, Kind, Setup, UserProvider, row_key};
+use super::provider::{self, GrantError};
+use crate::call::Principal;
+use crate::config::Source;
+
+impl Accounts {
+    /// The value of provider `name` for `principal`, from the first of its
+    /// sources that has one; the error says where to connect it.
+    pub async fn resolve(
+        &self,
+        name: &str,
+        principal: Option<&Principal>,
+    ) -> Result<String, String> {
+        let setup = self.setup.load_full();
+        let provider = setup
+            .providers
+            .get(name)
+            .ok_or_else(|| format!("credentials: {name}: the provider did not load"))?;
+        for source in &provider.sources {
+            match source {
+                Source::User => {
+                    if let Some(p) = principal
+                        && let Some(token) = self.user_token(&setup, provider, &p.subject).await?
+                    {
+                        return Ok(token);
+                    }
+                }
+                Source::Team => {
+                    let team = (provider.team_claim.as_deref())
+                        .zip(principal)
+                        .and_then(|(claim, p)| p.claims.get(claim))
+                        .and_then(|v| v.as_str());
+                    if let Some(value) = team.and_then(|t| provider.teams.get(t)) {
+                        return Ok(value.clone());
+                    }
+                }
+                Source::Default => {
+                    if let Some(value) = &provider.default {
+                        return Ok(value.clone());
+                    }
+                }
+            }
+        }
+        let subject = principal.map(|p| p.subject.as_str());
+        Err(format!(
+            "credentials: no credentials for \"{name}\": connect it at {}",
+            self.connect_url(&setup, name, subject).await
+        ))
+    }
+
+    /// The caller's own token, refreshed first when it is about to expire.
+    async fn user_token(
+        &self,
+        setup: &Setup,
+        provider: &UserProvider,
+        subject: &str,
+    ) -> Result<Option<String>, String> {
+        let name = &provider.name;
+        let Some(found) = self.load(setup, name, subject).await? else {
+            return Ok(None);
+        };
+        let (Kind::OAuth(settings), true) = (&provider.kind, found.stale()) else {
+            return Ok(Some(found.token));
+        };
+        if found.refresh.is_none() {
+            // Nothing to refresh with: usable until it expires, then gone.
+            return Ok((!found.expired()).then_some(found.token));
+        }
+        let row = row_key(name, subject);
+        let lock = self.refresh_lock(&row);
+        let _one_at_a_time = lock.lock().await;
+        // Another call may have refreshed it while this one waited.
+        let Some(current) = self.load(setup, name, subject).await? else {
+            return Ok(None);
+        };
+        let Some(refresh) = current.refresh.clone().filter(|_| current.stale()) else {
+            return Ok(Some(current.token));
+        };
+        let outcome = provider::refresh(&self.http, settings, &refresh).await;
+        drop(_one_at_a_time);
+        self.forget_lock(&row);
+        match outcome {
+            Ok(tokens) => {
+                let mut next = Connection::new(tokens, current.account);
+                // A provider that does not rotate keeps the one it had.
+                next.refresh = next.refresh.or(current.refresh);
+                let token = next.token.clone();
+                self.store(setup, name, subject, &next).await?;
+                tracing::info!(provider = %name, "credentials: a connection was refreshed");
+                Ok(Some(token))
+            }
+            Err(GrantError::Refused(why)) => {
+                self.remove(name, subject).await.ok();
+                tracing::warn!(provider = %name, "credentials: the provider refused a refresh ({why}); the connection was removed");
+                Err(format!(
+                    "credentials: {name}: the provider refused to refresh the connection ({why}); connect it again at {}",
+                    self.connect_url(setup, name, Some(subject)).await
+                ))
+            }
+            // Not refreshed now: the token serves while it lasts.
+            Err(GrantError::Failed(why)) if !current.expired() => {
+                tracing::warn!(provider = %name, "credentials: refreshing a connection failed ({why}); its token is still valid");
+                Ok(Some(current.token))
+            }
+            Err(GrantError::Failed(why)) => Err(format!(
+                "credentials: {name}: refreshing the connection failed: {why}"
+            )),
+        }
+    }
+
+    fn refresh_lock(&self, row: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.refreshing.lock().expect("not poisoned");
+        locks.entry(row.to_string()).or_default().clone()
+    }
+
+    fn forget_lock(&self, row: &str) {
+        let mut locks = self.refreshing.lock().expect("not poisoned");
+        if locks.get(row).is_some_and(|l| Arc::strong_count(l) == 1) {
+            locks.remove(row);
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! `/connect`: where a user connects their own accounts at per-user
+//! providers (`crate::accounts`).
+//!
+//! - `GET /connect` — the caller's providers, and whether each is connected;
+//! - `GET /connect/NAME` — starts connecting: to the provider's consent page
+//!   (`oauth2-user`) or a page asking for the key (`user-key`);
+//! - `GET /connect/NAME/callback` — the provider sends the browser back here;
+//! - `POST /connect/NAME` — the key, from that page (or as JSON with the
+//!   caller's credentials);
+//! - `DELETE /connect/NAME` — disconnects.
+//!
+//! The caller is proved by a bearer token (`[oauth]`), the server-wide
+//! `[auth]` check, or — for a browser that holds neither — the single-use
+//! ticket of a connect URL Hangar handed out. These routes stand outside
+//! the OAuth door (the provider's redirect carries no bearer token) and
+//! prove the caller themselves.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::accounts::{Accounts, ConnectError, Next};
+use crate::oauth::ResourceServer;
+use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+
+/// The cookie that binds a flow to the browser that started it.
+const COOKIE_NAME: &str = "hangar_connect";
+/// The largest body `POST /connect/NAME` reads (a key and a state).
+const MAX_BODY: usize = 16 << 10;
+/// The pages' policy: no script at all, forms only to this server.
+const PAGE_CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'";
+
+pub struct ConnectState {
+    pub accounts: Arc<Accounts>,
+    pub pipeline: Live,
+    pub oauth: Option<Arc<ResourceServer>>,
+    /// `Secure` cookies, when the public URL is HTTPS.
+    pub secure: bool,
+}
+
+pub fn router(state: Arc<ConnectState>) -> Router {
+    Router::new()
+        .route("/connect", get(list))
+        .route(
+            "/connect/{name}",
+            get(start).post(submit).delete(disconnect),
+        )
+        .route("/connect/{name}/callback", get(callback))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// How a refused check counts against the client's `auth_failures`.
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    /// The credentials are all the request has: a refusal counts.
+    Counted,
+    /// A ticket, or a flow's `state` and cookie, already say who: the check
+    /// only looks for a contradiction, and a browser that sends no
+    /// credentials is not guessing any.
+    Uncounted,
+}
+
+/// Who the request's credentials prove: a bearer token under `[oauth]`,
+/// else the server-wide `[auth]` check. `None`: nobody.
+async fn caller(
+    st: &ConnectState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+    check: Check,
+) -> Option<Principal> {
+    if let Some(rs) = &st.oauth
+        && headers.contains_key(axum::http::header::AUTHORIZATION)
+        && let Ok(p) = rs.authenticate(headers, Some(client.ip())).await
+    {
+        return Some(p);
+    }
+    let pipeline = st.pipeline.current();
+    let auth = pipeline.catalog().default_auth()?;
+    let mut cx = CallContext::new(None);
+    cx.request = Some(Arc::new(RequestInfo::new(
+        Transport::Rest,
+        "GET",
+        "/connect",
+        headers,
+        Some(client),
+    )));
+    match check {
+        Check::Counted => pipeline.door().check(auth, "", &cx).await.ok(),
+        Check::Uncounted => pipeline.door().identify(auth, "", &cx).await,
+    }
+}
+
+fn refusal(e: &ConnectError) -> StatusCode {
+    match e {
+        ConnectError::NotFound(_) => StatusCode::NOT_FOUND,
+        ConnectError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        ConnectError::Refused(_) => StatusCode::BAD_REQUEST,
+        ConnectError::Provider(_) => StatusCode::BAD_GATEWAY,
+        ConnectError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+fn json_error(e: &ConnectError) -> Response {
+    (refusal(e), Json(json!({ "error": e.to_string() }))).into_response()
+}
+
+fn unproved() -> ConnectError {
+    ConnectError::Unauthorized(
+        "connecting an account needs an authenticated caller (its credentials, or the ticket of a connect link)"
+            .into(),
+    )
+}
+
+/// `GET /connect`.
+async fn list(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(p) = caller(&st, &headers, client, Check::Counted).await else {
+        return json_error(&unproved());
+    };
+    match st.accounts.list(&p.subject).await {
+        Ok(providers) => Json(json!({ "providers": providers })).into_response(),
+        Err(e) => json_error(&e),
+    }
+}
+
+#[derive(Deserialize)]
+struct StartQuery {
+    ticket: Option<String>,
+}
+
+/// `GET /connect/NAME`: for the caller its credentials prove, or the one
+/// its ticket names.
+async fn start(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    Query(query): Query<StartQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !st.accounts.has(&name) {
+        return page(
+            &refusal(&ConnectError::NotFound(name.clone())),
+            "Not found",
+            &format!("There is no provider \u{201c}{name}\u{201d} to connect."),
+        );
+    }
+    let subject = match &query.ticket {
+        Some(ticket) => match st.accounts.redeem(&name, ticket).await {
+            // A link opened with another user's credentials connects nobody.
+            Ok(subject) => match caller(&st, &headers, client, Check::Uncounted).await {
+                Some(p) if p.subject != subject => Err(ConnectError::Refused(
+                    "this connect link was made for another user".into(),
+                )),
+                _ => Ok(subject),
+            },
+            Err(e) => Err(e),
+        },
+        None => match caller(&st, &headers, client, Check::Counted).await {
+            Some(p) => Ok(p.subject),
+            None => Err(unproved()),
+        },
+    };
+    let started = match subject {
+        Ok(subject) => (st.accounts.start(&name, &subject).await).map(|s| (s, subject)),
+        Err(e) => Err(e),
+    };
+    let (started, subject) = match started {
+        Ok(s) => s,
+        Err(e) => return page(&refusal(&e), "Cannot connect", &e.to_string()),
+    };
+    let cookie = cookie_header(&name, &started.cookie, st.secure);
+    let mut response = match started.next {
+        Next::Redirect(url) => {
+            let mut r = StatusCode::FOUND.into_response();
+            if let Ok(v) = HeaderValue::from_str(&url) {
+                r.headers_mut().insert(LOCATION, v);
+            }
+            r
+        }
+        Next::KeyForm { state } => key_form(&name, &state, &subject),
+    };
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(SET_COOKIE, v);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+struct CallbackQuery {
+    state: Option<String>,
+    code: Option<String>,
+    error: Option<String>,
+}
+
+/// `GET /connect/NAME/callback`: the provider's answer, in the browser that
+/// started the flow.
+async fn callback(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    Query(query): Query<CallbackQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(state) = query.state.as_deref().filter(|s| !s.is_empty()) else {
+        let e = ConnectError::Refused("the provider's answer has no state: start again".into());
+        return page(&refusal(&e), "Cannot connect", &e.to_string());
+    };
+    let code = match (&query.code, &query.error) {
+        (Some(code), None) => Ok(code.as_str()),
+        (_, Some(error)) => Err(short(error)),
+        (None, None) => Err("no code"),
+    };
+    let who = proved_subject(&st, &headers, client).await;
+    let cookie = read_cookie(&headers);
+    match (st.accounts)
+        .callback(&name, state, code, cookie.as_deref(), who.as_deref())
+        .await
+    {
+        Ok(account) => {
+            let whose = account.map(|a| format!(" as {a}")).unwrap_or_default();
+            page(
+                &StatusCode::OK,
+                "Connected",
+                &format!(
+                    "Connected {name}{whose}. You can close this page and go back to your client."
+                ),
+            )
+        }
+        Err(e) => page(&refusal(&e), "Cannot connect", &e.to_string()),
+    }
+}
+
+/// The subject a request's credentials prove, if it carries any: a
+/// callback or form that does must come from the flow's own principal.
+async fn proved_subject(
+    st: &ConnectState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+) -> Option<String> {
+    (caller(st, headers, client, Check::Uncounted).await).map(|p| p.subject)
+}
+
+#[derive(Deserialize)]
+struct KeyForm {
+    state: Option<String>,
+    key: String,
+}
+
+/// `POST /connect/NAME`: the key, from the form (`state` and the browser's
+/// cookie) or as JSON with the caller's credentials.
+async fn submit(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let json = super::body::is_type(&headers, "application/json");
+    let form: Result<KeyForm, String> = if json {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    } else {
+        let mut pairs = form_urlencoded::parse(&body);
+        let mut state = None;
+        let mut key = None;
+        for (k, v) in pairs.by_ref() {
+            match &*k {
+                "state" => state = Some(v.into_owned()),
+                "key" => key = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        key.map(|key| KeyForm { state, key })
+            .ok_or_else(|| "missing field `key`".to_string())
+    };
+    let form = match form {
+        Ok(f) => f,
+        Err(e) => {
+            let e = ConnectError::Refused(format!(
+                "the body must hold `key` (and, from the form, `state`): {e}"
+            ));
+            return if json {
+                json_error(&e)
+            } else {
+                page(&refusal(&e), "Cannot connect", &e.to_string())
+            };
+        }
+    };
+    let outcome = match &form.state {
+        Some(state) => {
+            let who = proved_subject(&st, &headers, client).await;
+            let cookie = read_cookie(&headers);
+            (st.accounts)
+                .submit_key(&name, state, cookie.as_deref(), who.as_deref(), &form.key)
+                .await
+        }
+        None => match caller(&st, &headers, client, Check::Counted).await {
+            Some(p) => st.accounts.store_key(&name, &p.subject, &form.key).await,
+            None => Err(unproved()),
+        },
+    };
+    match (outcome, json) {
+        (Ok(()), true) => Json(json!({ "connected": true })).into_response(),
+        (Ok(()), false) => page(
+            &StatusCode::OK,
+            "Connected",
+            &format!("Connected {name}. You can close this page and go back to your client."),
+        ),
+        (Err(e), true) => json_error(&e),
+        (Err(e), false) => page(&refusal(&e), "Cannot connect", &e.to_string()),
+    }
+}
+
+/// `DELETE /connect/NAME`.
+async fn disconnect(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(p) = caller(&st, &headers, client, Check::Counted).await else {
+        return json_error(&unproved());
+    };
+    match st.accounts.disconnect(&name, &p.subject).await {
+        Ok(()) => Json(json!({ "connected": false })).into_response(),
+        Err(e) => json_error(&e),
+    }
+}
+
+/// A provider's `error` value, as far as it is shown back.
+fn short(text: &str) -> &str {
+    let end = text.char_indices().nth(64).map_or(text.len(), |(i, _)| i);
+    &text[..end]
+}
+
+fn cookie_header(name: &str, value: &str, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!(
+        "{COOKIE_NAME}={value}; Path=/connect/{name}; Max-Age=600; HttpOnly; SameSite=Lax{secure}"
+    )
+}
+
+/// The flow cookie the browser sent, if any.
+fn read_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE_NAME)
+        .map(|(_, v)| v.to_string())
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A page for the user's browser, under a policy that runs no script.
+fn page(status: &StatusCode, title: &str, message: &str) -> Response {
+    html(
+        *status,
+        &format!("<h1>{}</h1>\n<p>{}</p>", escape(title), escape(message)),
+        title,
+    )
+}
+
+/// The page asking for the key; it names the user the key will serve, so
+/// someone sent another's connect link sees it is not theirs.
+fn key_form(name: &str, state: &str, subject: &str) -> Response {
+    let name = escape(name);
+    let subject = escape(subject);
+    html(
+        StatusCode::OK,
+        &format!(
+            "<h1>Connect {name}</h1>\n<p>For the user <b>{subject}</b>.</p>\n<form method=\"post\" action=\"/connect/{name}\">\n\
+             <input type=\"hidden\" name=\"state\" value=\"{}\">\n\
+             <label>Your key for {name}<br><input type=\"password\" name=\"key\" autocomplete=\"off\" required size=\"48\"></label>\n\
+             <p><button type=\"submit\">Connect</button></p>\n</form>",
+            escape(state)
+        ),
+        &format!("Connect {name}"),
+    )
+}
+
+fn html(status: StatusCode, body: &str, title: &str) -> Response {
+    let text = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · Hangar</title>\n\
+         <style>body{{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}}</style></head>\n\
+         <body>\n{body}\n</body></html>\n",
+        escape(title)
+    );
+    let mut r = (status, text).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flow_cookie_is_read_among_others_and_pages_escape() {
+        let mut h = HeaderMap::new();
+        h.append(
+            COOKIE,
+            HeaderValue::from_static("a=1; hangar_connect=xyz; b=2"),
+        );
+        assert_eq!(read_cookie(&h).as_deref(), Some("xyz"));
+        assert_eq!(read_cookie(&HeaderMap::new()), None);
+        assert_eq!(
+            escape("<b a=\"x\">&'"),
+            "&lt;b a=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        let c = cookie_header("notes", "v", true);
+        assert!(
+            c.contains("Path=/connect/notes") && c.contains("HttpOnly") && c.ends_with("Secure")
+        );
+    }
+}
