@@ -14,7 +14,9 @@ and names the user. Callers are told apart by the `api-key` auth plugin
 test plugin `http-fetch`, whose tool `credential {provider}` answers the
 token or the error."""
 
+import asyncio
 import base64
+import threading
 import os
 import re
 import time
@@ -31,7 +33,7 @@ from test_explorer import browser  # noqa: F401 (the Chromium fixture)
 from test_oauth import AuthServer
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",
-         "ivan", "judy", "kate", "leo", "nina"]
+         "ivan", "judy", "kate", "leo", "nina", "oscar", "peggy"]
 ENCRYPTION_KEY = base64.b64encode(os.urandom(32)).decode()
 NOTES_SECRET_ENV = "NOTES_CLIENT_SECRET"
 JWT_SECRET = "an-hs256-secret-of-at-least-32-bytes"
@@ -124,6 +126,12 @@ class Browser:
                 if stop_at and location.startswith(stop_at):
                     return location
                 r = self.http.get(location)
+            elif r.status_code == 200 and 'id="continue"' in r.text:
+                # Hangar's page before the provider's (a connect link): it
+                # names the user; the user reads it and goes on.
+                assert f"<b>{self.login}</b>" in r.text, r.text
+                href = re.search(r'id="continue" href="([^"]+)"', r.text)[1]
+                r = self.http.get(href.replace("&amp;", "&"))
             elif r.status_code == 200 and r.url.path.startswith("/interaction/"):
                 form = Form(r.text)
                 data = {name: f["value"] for name, f in form.fields.items()}
@@ -436,6 +444,66 @@ def test_a_ticket_opened_with_another_users_credentials_connects_nobody(hangar):
     assert not connected(server, as_user("kate")) and not connected(server, as_user("leo"))
 
 
+def sdk_credential(server: Server, user: str, on_url=None) -> tuple[bool, str, list]:
+    """`credential {provider: notes}` called by the Python SDK as `user`;
+    with `on_url`, the client declares elicitation (the SDK declares form
+    and URL modes) and `on_url(url)` runs for a URL-mode request, which the
+    client accepts. Answers (is_error, text, the elicitations seen)."""
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamablehttp_client
+
+    seen = []
+
+    async def elicit(context, params):
+        seen.append(params)
+        if getattr(params, "mode", None) == "url":
+            # The user opens the page while the call waits.
+            threading.Thread(target=on_url, args=(params.url,), daemon=True).start()
+            return types.ElicitResult(action="accept")
+        return types.ElicitResult(action="decline")
+
+    async def run():
+        async with streamablehttp_client(f"{server.url}/mcp", headers=as_user(user)) as (r, w, _):
+            kwargs = {"elicitation_callback": elicit} if on_url else {}
+            async with ClientSession(r, w, **kwargs) as session:
+                await session.initialize()
+                return await session.call_tool("credential", {"provider": "notes"})
+
+    result = asyncio.run(run())
+    return result.isError, result.content[0].text, seen
+
+
+def test_a_client_declaring_url_elicitation_is_sent_to_connect_and_the_call_goes_on(hangar, provider):
+    """No credential, and the client declared URL-mode elicitation (MCP
+    2025-11-25): Hangar sends elicitation/create with mode "url" naming the
+    connect page (with a ticket for this user), waits while the user
+    connects in a browser, and the same call answers the user's token."""
+    server, _ = hangar
+    pages = []
+
+    def user_opens(url):
+        pages.append(Browser("oscar").visit(url))
+
+    is_error, text, seen = sdk_credential(server, "oscar", on_url=user_opens)
+    assert not is_error, text
+    assert [p.mode for p in seen] == ["url"], seen
+    assert seen[0].url.startswith(f"{server.url}/connect/notes?ticket="), seen[0]
+    assert seen[0].elicitationId and "notes" in seen[0].message
+    assert_connected_page(pages[0])
+    assert_user_token(provider, text, "oscar")
+    # Connected now: the next call asks nothing.
+    is_error, again, seen = sdk_credential(server, "oscar", on_url=user_opens)
+    assert (is_error, again, seen) == (False, text, [])
+
+
+def test_a_client_without_url_elicitation_gets_the_connect_url_in_the_error(hangar):
+    server, _ = hangar
+    is_error, text, _ = sdk_credential(server, "peggy")
+    assert is_error, text
+    m = NO_CREDENTIALS.match(text)
+    assert m and m["url"].startswith(f"{server.url}/connect/notes?ticket="), text
+
+
 def test_connecting_in_browsers_is_not_a_failed_authentication(start_hangar, provider):
     """A browser sends no API key: opening a connect link (its ticket is its
     authentication) and the provider's redirect back to the callback are
@@ -648,6 +716,9 @@ def test_a_user_connects_in_chromium_from_the_ticket_url(hangar, provider, brows
     page = browser.new_page()
     try:
         page.goto(url)
+        # Hangar's page names the user before the provider is reached.
+        assert "nina" in page.locator("p").first.inner_text()
+        page.click("#continue")
         page.fill('input[name="login"]', "nina")
         page.fill('input[name="password"]', "any")
         page.click('button[type="submit"]')

@@ -24,6 +24,7 @@ mod seal;
 
 pub use connections::{Accounts, UserProvider};
 pub use flows::{ConnectError, Next, Started, Status};
+pub use resolve::Unresolved;
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,29 @@ use super::provider::{self, GrantError};
 use crate::call::Principal;
 use crate::config::Source;
 
+/// Why a per-user provider has no value for a caller.
+#[derive(Debug)]
+pub enum Unresolved {
+    /// No source has one: the caller may connect at `url` (its own, with a
+    /// ticket, when `for_caller`).
+    Connect {
+        message: String,
+        url: String,
+        for_caller: bool,
+    },
+    /// The store or the provider failed.
+    Failed(String),
+}
+
+impl Unresolved {
+    /// What the guest is told.
+    pub fn message(self) -> String {
+        match self {
+            Unresolved::Connect { message, .. } | Unresolved::Failed(message) => message,
+        }
+    }
+}
+
 impl Accounts {
     /// The value of provider `name` for `principal`, from the first of its
     /// sources that has one; the error says where to connect it.
@@ -17,17 +40,18 @@ impl Accounts {
         &self,
         name: &str,
         principal: Option<&Principal>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Unresolved> {
         let setup = self.setup.load_full();
-        let provider = setup
-            .providers
-            .get(name)
-            .ok_or_else(|| format!("credentials: {name}: the provider did not load"))?;
+        let provider = (setup.providers.get(name)).ok_or_else(|| {
+            Unresolved::Failed(format!("credentials: {name}: the provider did not load"))
+        })?;
         for source in &provider.sources {
             match source {
                 Source::User => {
                     if let Some(p) = principal
-                        && let Some(token) = self.user_token(&setup, provider, &p.subject).await?
+                        && let Some(token) = (self.user_token(&setup, provider, &p.subject))
+                            .await
+                            .map_err(Unresolved::Failed)?
                     {
                         return Ok(token);
                     }
@@ -49,10 +73,22 @@ impl Accounts {
             }
         }
         let subject = principal.map(|p| p.subject.as_str());
-        Err(format!(
-            "credentials: no credentials for \"{name}\": connect it at {}",
-            self.connect_url(&setup, name, subject).await
-        ))
+        let url = self.connect_url(&setup, name, subject).await;
+        Err(Unresolved::Connect {
+            message: format!("credentials: no credentials for \"{name}\": connect it at {url}"),
+            url,
+            for_caller: subject.is_some() && provider.sources.contains(&Source::User),
+        })
+    }
+
+    /// The caller's own connection to `name`, if it has one now (refreshed
+    /// when due) — what a call waiting for the user to connect looks for.
+    pub async fn own(&self, name: &str, subject: &str) -> Result<Option<String>, String> {
+        let setup = self.setup.load_full();
+        match setup.providers.get(name) {
+            Some(provider) => self.user_token(&setup, provider, subject).await,
+            None => Ok(None),
+        }
     }
 
     /// The caller's own token, refreshed first when it is about to expire.

@@ -71,7 +71,11 @@ async fn the_users_own_key_then_the_team_then_the_default() {
 async fn none_resolved_names_a_single_use_connect_url_for_that_user() {
     let (a, _, dir) = accounts("[credentials.paste]\nkind = \"user-key\"\n").await;
     let alice = principal("alice", json!({}));
-    let e = a.resolve("paste", Some(&alice)).await.unwrap_err();
+    let e = a
+        .resolve("paste", Some(&alice))
+        .await
+        .unwrap_err()
+        .message();
     let prefix = "credentials: no credentials for \"paste\": connect it at https://mcp.example.com/connect/paste?ticket=";
     assert!(e.starts_with(prefix), "{e}");
     let ticket = &e[prefix.len()..];
@@ -80,7 +84,11 @@ async fn none_resolved_names_a_single_use_connect_url_for_that_user() {
         a.redeem("other", ticket).await,
         Err(ConnectError::Unauthorized(_))
     ));
-    let e = a.resolve("paste", Some(&alice)).await.unwrap_err();
+    let e = a
+        .resolve("paste", Some(&alice))
+        .await
+        .unwrap_err()
+        .message();
     let ticket = &e[prefix.len()..];
     assert_eq!(a.redeem("paste", ticket).await.unwrap(), "alice");
     assert!(matches!(
@@ -88,7 +96,7 @@ async fn none_resolved_names_a_single_use_connect_url_for_that_user() {
         Err(ConnectError::Unauthorized(_))
     ));
     // An anonymous caller gets the page, without a ticket.
-    let e = a.resolve("paste", None).await.unwrap_err();
+    let e = a.resolve("paste", None).await.unwrap_err().message();
     assert!(
         e.ends_with("connect it at https://mcp.example.com/connect/paste"),
         "{e}"

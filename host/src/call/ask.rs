@@ -17,6 +17,8 @@ pub enum Askable {
     /// The client declared these capabilities and reads the call's stream.
     Yes {
         elicitation: bool,
+        /// URL-mode elicitation: the client opens a URL for the user.
+        elicitation_url: bool,
         sampling: bool,
         roots: bool,
     },
@@ -34,6 +36,8 @@ impl Default for Askable {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskKind {
     Elicit,
+    /// An elicitation in URL mode (`mode: "url"`).
+    ElicitUrl,
     Sample,
     Roots,
 }
@@ -42,7 +46,7 @@ impl AskKind {
     /// The JSON-RPC method the client answers.
     pub fn method(self) -> &'static str {
         match self {
-            AskKind::Elicit => "elicitation/create",
+            AskKind::Elicit | AskKind::ElicitUrl => "elicitation/create",
             AskKind::Sample => "sampling/createMessage",
             AskKind::Roots => "roots/list",
         }
@@ -52,6 +56,7 @@ impl AskKind {
     pub fn capability(self) -> &'static str {
         match self {
             AskKind::Elicit => "elicitation",
+            AskKind::ElicitUrl => "elicitation (url mode)",
             AskKind::Sample => "sampling",
             AskKind::Roots => "roots",
         }
@@ -88,11 +93,13 @@ impl Askable {
             Askable::No(why) => Err(AskError::Unsupported(why.to_string())),
             Askable::Yes {
                 elicitation,
+                elicitation_url,
                 sampling,
                 roots,
             } => {
                 let declared = match kind {
                     AskKind::Elicit => elicitation,
+                    AskKind::ElicitUrl => elicitation_url,
                     AskKind::Sample => sampling,
                     AskKind::Roots => roots,
                 };
@@ -140,10 +147,15 @@ mod tests {
     fn undeclared_capability_is_unsupported() {
         let caps = Askable::Yes {
             elicitation: true,
+            elicitation_url: false,
             sampling: false,
             roots: false,
         };
         assert_eq!(caps.check(AskKind::Elicit), Ok(()));
+        // Form mode declared, URL mode not: a URL is not asked.
+        assert!(
+            matches!(caps.check(AskKind::ElicitUrl), Err(AskError::Unsupported(m)) if m.contains("url mode"))
+        );
         assert!(
             matches!(caps.check(AskKind::Sample), Err(AskError::Unsupported(m)) if m.contains("sampling"))
         );

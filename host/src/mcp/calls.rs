@@ -101,6 +101,9 @@ pub(super) async fn tools_call(st: &McpState, mut req: Request<'_>) -> Response 
         // Every question reaches the rounds, which answer or keep it.
         _ if rounds.is_some() => Askable::Yes {
             elicitation: true,
+            // The 2026 rounds carry form questions; a URL is told in the
+            // call's error instead.
+            elicitation_url: false,
             sampling: true,
             roots: true,
         },

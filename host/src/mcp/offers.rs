@@ -169,6 +169,7 @@ async fn prompt_in_rounds(
     let mut cx = req.context(st);
     cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
         elicitation: true,
+        elicitation_url: false,
         sampling: true,
         roots: true,
     });

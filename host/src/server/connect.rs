@@ -185,7 +185,11 @@ async fn start(
         Err(e) => return page(&refusal(&e), "Cannot connect", &e.to_string()),
     };
     let cookie = cookie_header(&name, &started.cookie, st.secure);
+    let by_ticket = query.ticket.is_some();
     let mut response = match started.next {
+        // A connect link may have been sent by someone else: the page names
+        // the user the account will serve before the provider is reached.
+        Next::Redirect(url) if by_ticket => consent_page(&name, &url, &subject),
         Next::Redirect(url) => {
             let mut r = StatusCode::FOUND.into_response();
             if let Ok(v) = HeaderValue::from_str(&url) {
@@ -381,6 +385,24 @@ fn page(status: &StatusCode, title: &str, message: &str) -> Response {
         *status,
         &format!("<h1>{}</h1>\n<p>{}</p>", escape(title), escape(message)),
         title,
+    )
+}
+
+/// The page before the provider's, for a browser that came with a
+/// connect link: it names the user the account will serve, so someone sent
+/// another's link sees it is not theirs.
+fn consent_page(name: &str, url: &str, subject: &str) -> Response {
+    let name = escape(name);
+    html(
+        StatusCode::OK,
+        &format!(
+            "<h1>Connect {name}</h1>\n<p>Your {name} account will serve the user <b>{}</b>. \
+             If that is not you, close this page.</p>\n\
+             <p><a id=\"continue\" href=\"{}\">Continue to {name}</a></p>",
+            escape(subject),
+            escape(url)
+        ),
+        &format!("Connect {name}"),
     )
 }
 

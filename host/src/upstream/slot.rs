@@ -44,6 +44,7 @@ pub(super) fn capabilities(cx: &CallContext) -> Value {
             elicitation,
             sampling,
             roots,
+            ..
         } => {
             let mut caps = json!({});
             if elicitation {

@@ -107,6 +107,8 @@ impl Rounds {
         let cap = ask.kind.capability();
         let declared = match ask.kind {
             AskKind::Elicit => self.elicitation,
+            // Not asked through rounds (the call's Askable says so).
+            AskKind::ElicitUrl => false,
             AskKind::Sample => self.sampling,
             AskKind::Roots => self.roots,
         };

@@ -128,6 +128,7 @@ async fn create(
     let (tx, asks) = tokio::sync::mpsc::channel(16);
     cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
         elicitation: meta.declares("elicitation"),
+        elicitation_url: false,
         sampling: meta.declares("sampling"),
         roots: meta.declares("roots"),
     });

@@ -68,6 +68,8 @@ pub struct Session {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientAsks {
     pub elicitation: bool,
+    /// URL-mode elicitation (2025-11-25: `elicitation: { url: {} }`).
+    pub elicitation_url: bool,
     pub sampling: bool,
     pub roots: bool,
     /// Not a question the server asks: the client renders MCP Apps (it
@@ -85,6 +87,9 @@ impl ClientAsks {
         };
         ClientAsks {
             elicitation: has("elicitation"),
+            elicitation_url: caps
+                .and_then(|c| c.pointer("/elicitation/url"))
+                .is_some_and(|v| v.is_object()),
             sampling: has("sampling"),
             roots: has("roots"),
             apps: crate::call::apps::client_runs_apps(caps),
@@ -126,6 +131,7 @@ impl Session {
     pub fn askable(&self) -> Askable {
         Askable::Yes {
             elicitation: self.asks.elicitation,
+            elicitation_url: self.asks.elicitation_url,
             sampling: self.asks.sampling,
             roots: self.asks.roots,
         }

@@ -16,6 +16,7 @@ impl Session {
     fn from_record(id: &str, record: &SessionRecord) -> Session {
         let asks = ClientAsks {
             elicitation: record.elicitation,
+            elicitation_url: record.elicitation_url,
             sampling: record.sampling,
             roots: record.roots,
             apps: record.apps,
@@ -67,6 +68,7 @@ impl Sessions {
             version: version.to_string(),
             owner,
             elicitation: asks.elicitation,
+            elicitation_url: asks.elicitation_url,
             sampling: asks.sampling,
             roots: asks.roots,
             apps: asks.apps,

@@ -30,8 +30,9 @@ use super::http::{ByteBudget, HttpClient};
 use super::shape::{
     CallSetup, Capability, GuestStore, LoadSetup, PluginSetup, Problems, grant_lines,
 };
-use crate::accounts::Accounts;
+use crate::accounts::{Accounts, Unresolved};
 use crate::call::Principal;
+use crate::call::{AskKind, EventSink, ask_until};
 use crate::config::{CredentialConfig, CredentialsConfig, PluginConfig};
 use crate::wasm::bindings::tool::hangar::plugin::credentials as wit;
 
@@ -46,6 +47,9 @@ pub struct CredentialsCall {
     plugin: Arc<str>,
     granted: Arc<PluginCredentials>,
     principal: Option<Principal>,
+    /// Where a URL-mode elicitation goes, and until when it may wait.
+    events: EventSink,
+    deadline: Instant,
 }
 
 impl Capability for Credentials {
@@ -95,11 +99,15 @@ impl Capability for Credentials {
             plugin: call.plugin.clone(),
             granted: granted.clone(),
             principal: call.principal.cloned(),
+            events: call.events.clone(),
+            deadline: call.deadline,
         })
     }
 
     fn next_call(state: &mut CredentialsCall, call: &CallSetup<'_>) {
         state.principal = call.principal.cloned();
+        state.events = call.events.clone();
+        state.deadline = call.deadline;
     }
 
     fn link<T: GuestStore>(
@@ -122,9 +130,68 @@ impl Capability for Credentials {
 
 impl wit::Host for CredentialsCall {
     async fn get(&mut self, provider: String) -> Result<String, String> {
-        (self.granted)
-            .get(&self.plugin, &provider, self.principal.as_ref())
-            .await
+        match self.granted.0.get(&provider).map(|p| p.as_ref()) {
+            Some(Provider::User(accounts)) => {
+                let accounts = accounts.clone();
+                self.user_value(&accounts, &provider).await
+            }
+            _ => self.granted.get(&self.plugin, &provider).await,
+        }
+    }
+}
+
+/// How often a call waiting for its user to connect looks again.
+const CONNECT_POLL: Duration = Duration::from_millis(250);
+
+impl CredentialsCall {
+    /// A per-user provider's value for the call's principal. When there is
+    /// none and the client declared URL-mode elicitation, the client is
+    /// asked to open the connect URL and the call waits (until shortly
+    /// before its deadline) for the user to connect.
+    async fn user_value(&self, accounts: &Accounts, provider: &str) -> Result<String, String> {
+        let unresolved = match accounts.resolve(provider, self.principal.as_ref()).await {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let (
+            Unresolved::Connect {
+                message,
+                url,
+                for_caller: true,
+            },
+            Some(principal),
+        ) = (&unresolved, &self.principal)
+        else {
+            return Err(unresolved.message());
+        };
+        if self.events.askable().check(AskKind::ElicitUrl).is_err() {
+            return Err(message.clone());
+        }
+        let until = ask_until(self.deadline);
+        let params = serde_json::json!({
+            "mode": "url",
+            "message": format!("Connect your {provider} account: the tool you called acts with it."),
+            "url": url,
+            "elicitationId": uuid::Uuid::new_v4().to_string(),
+        });
+        let answer = self
+            .events
+            .ask(AskKind::ElicitUrl, None, params, until)
+            .await;
+        let accepted = answer
+            .as_ref()
+            .is_ok_and(|a| a.get("action").and_then(|v| v.as_str()) == Some("accept"));
+        if !accepted {
+            return Err(message.clone());
+        }
+        // The user opens the URL in a browser; the connection lands in the store.
+        while Instant::now() + CONNECT_POLL < until {
+            tokio::time::sleep(CONNECT_POLL).await;
+            if let Some(token) = accounts.own(provider, &principal.subject).await? {
+                return Ok(token);
+            }
+        }
+        Err(message.clone())
     }
 }
 
@@ -244,12 +311,7 @@ impl Providers {
 
 impl PluginCredentials {
     /// The token of `provider`, if the plugin was granted it.
-    pub async fn get(
-        &self,
-        plugin: &str,
-        provider: &str,
-        principal: Option<&Principal>,
-    ) -> Result<String, String> {
+    pub async fn get(&self, plugin: &str, provider: &str) -> Result<String, String> {
         let Some(p) = self.0.get(provider) else {
             tracing::warn!(
                 plugin,
@@ -265,7 +327,8 @@ impl PluginCredentials {
                 tracing::warn!(plugin, "credentials: {provider}: {e}");
                 format!("credentials: {provider}: {e}")
             }),
-            Provider::User(accounts) => accounts.resolve(provider, principal).await,
+            // Served by `CredentialsCall::user_value`, with the caller.
+            Provider::User(_) => Err(format!("credentials: {provider}: a per-user provider")),
         }
     }
 }
