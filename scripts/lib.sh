@@ -113,7 +113,7 @@ host_toolchain() {
   elif rust_new_enough "$(/usr/bin/rustc --version 2>/dev/null)" \
     || { command -v apt-get >/dev/null \
          && log "installing Debian's rustc-web and cargo-web (Rust $HOST_RUST_MIN)" \
-         && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rustc-web cargo-web >&2 \
+         && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q rustc-web cargo-web >&2 \
          && rust_new_enough "$(/usr/bin/rustc --version 2>/dev/null)"; }; then
     rustup toolchain link deb /usr
     HOST_TOOLCHAIN=deb
