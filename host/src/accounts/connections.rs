@@ -19,6 +19,13 @@ use super::seal::Sealer;
 /// The kv namespace of users' connections (a host namespace: no plugin
 /// reaches it).
 pub(super) const CONNECTIONS: &str = "accounts/connections";
+/// How long a connection read from the store is used again without asking
+/// the store: a guest call that resolves one does not wait for the store
+/// each time. What this process writes or removes takes effect at once;
+/// what another replica does, within this long.
+const KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+/// Connections kept read at most (least used go first).
+const KEPT_CAPACITY: usize = 10_000;
 /// A token within this long of its expiry is refreshed before it is handed
 /// out (or within a tenth of its lifetime, for short-lived ones).
 const REFRESH_MARGIN_SECS: u64 = 60;
@@ -32,6 +39,8 @@ pub struct Accounts {
     /// One refresh at a time per connection row: the others wait for it and
     /// read what it stored.
     pub(super) refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Connections read lately, by row, with when they were read (see [`KEPT_FOR`]).
+    kept: quick_cache::sync::Cache<String, (std::time::Instant, Option<Connection>)>,
 }
 
 /// What one load configured.
@@ -69,7 +78,7 @@ impl UserProvider {
 }
 
 /// One user's connection, as sealed in its row.
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub(super) struct Connection {
     pub(super) token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +126,7 @@ impl Accounts {
             http: crate::outbound::client(tls, std::time::Duration::from_secs(10)),
             setup: ArcSwap::from_pointee(Setup::default()),
             refreshing: Mutex::default(),
+            kept: quick_cache::sync::Cache::new(KEPT_CAPACITY),
         }
     }
 
@@ -184,7 +194,25 @@ impl Accounts {
             .ok_or_else(|| "the kv store is unavailable".to_string())
     }
 
+    /// The connection of `subject` to `name`: as read within [`KEPT_FOR`],
+    /// else from the store.
     pub(super) async fn load(
+        &self,
+        setup: &Setup,
+        name: &str,
+        subject: &str,
+    ) -> Result<Option<Connection>, String> {
+        if let Some((at, kept)) = self.kept.get(&row_key(name, subject))
+            && at.elapsed() < KEPT_FOR
+        {
+            return Ok(kept);
+        }
+        self.load_stored(setup, name, subject).await
+    }
+
+    /// The connection as the store has it now (another replica may have
+    /// refreshed it).
+    pub(super) async fn load_stored(
         &self,
         setup: &Setup,
         name: &str,
@@ -201,9 +229,14 @@ impl Accounts {
             .map_err(|e| format!("credentials: {name}: {e}"))?;
         // A row that does not open (another key, another row's value) is as
         // good as none: the user connects again.
-        Ok(sealed
+        let found: Option<Connection> = sealed
             .and_then(|s| sealer.open(&row_binding(name, subject), &s))
-            .and_then(|plain| serde_json::from_slice(&plain).ok()))
+            .and_then(|plain| serde_json::from_slice(&plain).ok());
+        (self.kept).insert(
+            row_key(name, subject),
+            (std::time::Instant::now(), found.clone()),
+        );
+        Ok(found)
     }
 
     pub(super) async fn store(
@@ -219,15 +252,20 @@ impl Accounts {
             .ok_or("credentials: [credentials] encryption_key is not usable")?;
         let plain = serde_json::to_vec(c).expect("a connection serializes");
         let sealed = sealer.seal(&row_binding(name, subject), &plain);
-        self.kv()?
-            .host_set(CONNECTIONS, &row_key(name, subject), sealed, None)
+        let row = row_key(name, subject);
+        (self.kv()?)
+            .host_set(CONNECTIONS, &row, sealed, None)
             .await
-            .map_err(|e| format!("credentials: {name}: {e}"))
+            .map_err(|e| format!("credentials: {name}: {e}"))?;
+        (self.kept).insert(row, (std::time::Instant::now(), Some(c.clone())));
+        Ok(())
     }
 
     pub(super) async fn remove(&self, name: &str, subject: &str) -> Result<(), String> {
-        self.kv()?
-            .host_delete(CONNECTIONS, &row_key(name, subject))
+        let row = row_key(name, subject);
+        self.kept.remove(&row);
+        (self.kv()?)
+            .host_delete(CONNECTIONS, &row)
             .await
             .map_err(|e| format!("credentials: {name}: {e}"))
     }

@@ -113,7 +113,7 @@ impl Accounts {
         let lock = self.refresh_lock(&row);
         let _one_at_a_time = lock.lock().await;
         // Another call may have refreshed it while this one waited.
-        let Some(current) = self.load(setup, name, subject).await? else {
+        let Some(current) = self.load_stored(setup, name, subject).await? else {
             return Ok(None);
         };
         let Some(refresh) = current.refresh.clone().filter(|_| current.stale()) else {
