@@ -98,6 +98,42 @@ struct Flow {
 }
 
 impl Accounts {
+    /// Keeps `value` under a digest of the random `secret` for `ttl`, at
+    /// most [`MAX_PENDING`] in `ns`.
+    async fn put_pending<T: Serialize>(
+        &self,
+        ns: &str,
+        secret: &str,
+        value: &T,
+        ttl: Duration,
+    ) -> Result<(), String> {
+        let json = serde_json::to_vec(value).expect("serializes");
+        (self.kv()?)
+            .host_set_capped(
+                ns,
+                &digest(secret),
+                json,
+                Some(ttl.as_millis() as u64),
+                MAX_PENDING,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// What `secret` was kept for, taken (used once); `None` when unknown,
+    /// expired or already taken.
+    async fn take_pending<T: serde::de::DeserializeOwned>(
+        &self,
+        ns: &str,
+        secret: &str,
+    ) -> Result<Option<T>, ConnectError> {
+        let taken = (self.kv().map_err(ConnectError::Unavailable)?)
+            .host_take(ns, &digest(secret))
+            .await
+            .map_err(|e| ConnectError::Unavailable(e.to_string()))?;
+        Ok(taken.and_then(|t| serde_json::from_slice(&t).ok()))
+    }
+
     /// A URL that connects `name` for `subject` from any browser: with a
     /// single-use ticket when the subject is known (and the store takes it).
     pub(super) async fn connect_url(
@@ -115,20 +151,7 @@ impl Accounts {
             provider: name.to_string(),
             subject: subject.to_string(),
         };
-        let stored = match self.kv() {
-            Ok(kv) => kv
-                .host_set_capped(
-                    TICKETS,
-                    &digest(&ticket),
-                    serde_json::to_vec(&row).expect("serializes"),
-                    Some(TICKET_TTL.as_millis() as u64),
-                    MAX_PENDING,
-                )
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
-        match stored {
+        match self.put_pending(TICKETS, &ticket, &row, TICKET_TTL).await {
             Ok(()) => format!("{url}?ticket={ticket}"),
             Err(e) => {
                 tracing::warn!(provider = %name, "credentials: no ticket for a connect URL: {e}");
@@ -139,21 +162,14 @@ impl Accounts {
 
     /// The subject a connect URL's ticket was made for; the ticket is used up.
     pub async fn redeem(&self, name: &str, ticket: &str) -> Result<String, ConnectError> {
-        let taken = self
-            .kv()
-            .map_err(ConnectError::Unavailable)?
-            .host_take(TICKETS, &digest(ticket))
-            .await
-            .map_err(|e| ConnectError::Unavailable(e.to_string()))?;
+        let taken: Option<Ticket> = self.take_pending(TICKETS, ticket).await?;
         let expired = || {
             ConnectError::Unauthorized(
                 "this connect link is not valid (it was used, or it expired): ask for a new one"
                     .into(),
             )
         };
-        let ticket: Ticket = taken
-            .and_then(|t| serde_json::from_slice(&t).ok())
-            .ok_or_else(expired)?;
+        let ticket = taken.ok_or_else(expired)?;
         if ticket.provider != name {
             return Err(expired());
         }
@@ -176,17 +192,8 @@ impl Accounts {
             browser: digest(&cookie),
             verifier,
         };
-        self.kv()
-            .map_err(ConnectError::Unavailable)?
-            .host_set_capped(
-                FLOWS,
-                &digest(&state),
-                serde_json::to_vec(&flow).expect("serializes"),
-                Some(FLOW_TTL.as_millis() as u64),
-                MAX_PENDING,
-            )
-            .await
-            .map_err(|e| ConnectError::Unavailable(e.to_string()))?;
+        (self.put_pending(FLOWS, &state, &flow, FLOW_TTL).await)
+            .map_err(ConnectError::Unavailable)?;
         let next = match &provider.kind {
             Kind::OAuth(settings) => {
                 Next::Redirect(provider::authorize_url(settings, &state, &flow.verifier))
@@ -206,19 +213,12 @@ impl Accounts {
         cookie: Option<&str>,
         caller: Option<&str>,
     ) -> Result<Flow, ConnectError> {
-        let taken = self
-            .kv()
-            .map_err(ConnectError::Unavailable)?
-            .host_take(FLOWS, &digest(state))
-            .await
-            .map_err(|e| ConnectError::Unavailable(e.to_string()))?;
-        let flow: Flow = taken
-            .and_then(|f| serde_json::from_slice(&f).ok())
-            .ok_or_else(|| {
-                ConnectError::Refused(
-                    "this connection is unknown, finished or expired: start again".into(),
-                )
-            })?;
+        let taken: Option<Flow> = self.take_pending(FLOWS, state).await?;
+        let flow = taken.ok_or_else(|| {
+            ConnectError::Refused(
+                "this connection is unknown, finished or expired: start again".into(),
+            )
+        })?;
         if flow.provider != name {
             return Err(ConnectError::Refused(
                 "this connection was started for another provider: start again".into(),

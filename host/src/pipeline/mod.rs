@@ -186,6 +186,25 @@ impl Pipeline {
         }
     }
 
+    /// Who the server-wide `[auth]` check says sends an HTTP request that is
+    /// no call (`/uploads`, `/connect`), if there is one and it accepts.
+    /// `counted`: a refusal counts against the client's `auth_failures`;
+    /// uncounted, a throttled client is not checked at all.
+    pub async fn request_principal(
+        &self,
+        request: RequestInfo,
+        counted: bool,
+    ) -> Option<Principal> {
+        let auth = self.catalog.default_auth()?;
+        let mut cx = CallContext::new(None);
+        cx.request = Some(std::sync::Arc::new(request));
+        if counted {
+            self.door.check(auth, "", &cx).await.ok()
+        } else {
+            self.door.identify(auth, "", &cx).await
+        }
+    }
+
     /// Who is asking for a listing, when the catalog shows some tools only to
     /// some callers: the server-wide auth check's principal, if it accepts.
     /// Through a toolset with its own auth check, the one that check

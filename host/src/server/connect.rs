@@ -32,7 +32,7 @@ use serde_json::json;
 
 use crate::accounts::{Accounts, ConnectError, Next};
 use crate::oauth::ResourceServer;
-use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+use crate::pipeline::{Live, Principal, RequestInfo, Transport};
 
 /// The cookie that binds a flow to the browser that started it.
 const COOKIE_NAME: &str = "hangar_connect";
@@ -87,20 +87,10 @@ async fn caller(
     {
         return Some(p);
     }
-    let pipeline = st.pipeline.current();
-    let auth = pipeline.catalog().default_auth()?;
-    let mut cx = CallContext::new(None);
-    cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Rest,
-        "GET",
-        "/connect",
-        headers,
-        Some(client),
-    )));
-    match check {
-        Check::Counted => pipeline.door().check(auth, "", &cx).await.ok(),
-        Check::Uncounted => pipeline.door().identify(auth, "", &cx).await,
-    }
+    let request = RequestInfo::new(Transport::Rest, "GET", "/connect", headers, Some(client));
+    (st.pipeline.current())
+        .request_principal(request, check == Check::Counted)
+        .await
 }
 
 fn refusal(e: &ConnectError) -> StatusCode {

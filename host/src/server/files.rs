@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::body;
 use crate::mcp::McpState;
 use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment, read};
-use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Transport};
+use crate::pipeline::{Live, Principal, RequestInfo, Transport};
 
 /// What the upload handlers share.
 pub struct FilesState {
@@ -74,7 +74,11 @@ async fn caller_area(
     }
     let principal = match token {
         Some(p) => Some(p),
-        None => default_principal(st, headers, client).await,
+        None => {
+            let request =
+                RequestInfo::new(Transport::Rest, "POST", "/uploads", headers, Some(client));
+            st.pipeline.current().request_principal(request, true).await
+        }
     };
     principal
         .and_then(|p| Area::of(None, Some(&p.subject)))
@@ -84,26 +88,6 @@ async fn caller_area(
                 "uploads need an MCP session (the Mcp-Session-Id header of an initialized session) or an authenticated caller",
             )
         })
-}
-
-/// Who the server-wide `[auth]` check says is calling, if there is one and
-/// it accepts.
-async fn default_principal(
-    st: &FilesState,
-    headers: &HeaderMap,
-    client: SocketAddr,
-) -> Option<Principal> {
-    let pipeline = st.pipeline.current();
-    let auth = pipeline.catalog().default_auth()?;
-    let mut cx = CallContext::new(None);
-    cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Rest,
-        "POST",
-        "/uploads",
-        headers,
-        Some(client),
-    )));
-    pipeline.door().check(auth, "", &cx).await.ok()
 }
 
 fn described(files: &[Arc<Entry>]) -> Value {

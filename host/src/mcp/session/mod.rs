@@ -20,7 +20,10 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, OptionsBuilder, UnitWeighter};
 use serde::Serialize;
 use serde_json::Value;
 
+mod declared;
 mod shared;
+
+pub use declared::ClientAsks;
 
 use super::caps::Held;
 use crate::cluster::Cluster;
@@ -62,39 +65,6 @@ pub struct Session {
     /// so a client reconnecting at its cap is not refused by its own
     /// stream that is ending.
     stream_slot: Mutex<Weak<Held>>,
-}
-
-/// The server-to-client requests a client declared it handles.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientAsks {
-    pub elicitation: bool,
-    /// URL-mode elicitation (2025-11-25: `elicitation: { url: {} }`).
-    pub elicitation_url: bool,
-    pub sampling: bool,
-    pub roots: bool,
-    /// Not a question the server asks: the client renders MCP Apps (it
-    /// declared the `io.modelcontextprotocol/ui` extension with its MIME
-    /// type), kept with the rest of what `initialize` declared.
-    pub apps: bool,
-}
-
-impl ClientAsks {
-    /// From `initialize`'s `params.capabilities`.
-    pub fn from_capabilities(caps: Option<&serde_json::Value>) -> ClientAsks {
-        let has = |name: &str| {
-            caps.and_then(|c| c.get(name))
-                .is_some_and(|v| v.is_object())
-        };
-        ClientAsks {
-            elicitation: has("elicitation"),
-            elicitation_url: caps
-                .and_then(|c| c.pointer("/elicitation/url"))
-                .is_some_and(|v| v.is_object()),
-            sampling: has("sampling"),
-            roots: has("roots"),
-            apps: crate::call::apps::client_runs_apps(caps),
-        }
-    }
 }
 
 impl Session {

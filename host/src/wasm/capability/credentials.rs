@@ -95,19 +95,25 @@ impl Capability for Credentials {
         granted: &Arc<PluginCredentials>,
         call: &CallSetup<'_>,
     ) -> anyhow::Result<CredentialsCall> {
-        Ok(CredentialsCall {
+        let mut state = CredentialsCall {
             plugin: call.plugin.clone(),
             granted: granted.clone(),
-            principal: call.principal.cloned(),
-            events: call.events.clone(),
+            principal: None,
+            events: EventSink::default(),
             deadline: call.deadline,
-        })
+        };
+        Self::next_call(&mut state, call);
+        Ok(state)
     }
 
+    /// Only a plugin granted a per-user provider keeps the caller (and where
+    /// to ask it): every other call copies nothing more than it did.
     fn next_call(state: &mut CredentialsCall, call: &CallSetup<'_>) {
-        state.principal = call.principal.cloned();
-        state.events = call.events.clone();
-        state.deadline = call.deadline;
+        if state.granted.per_user() {
+            state.principal = call.principal.cloned();
+            state.events = call.events.clone();
+            state.deadline = call.deadline;
+        }
     }
 
     fn link<T: GuestStore>(
@@ -310,6 +316,11 @@ impl Providers {
 }
 
 impl PluginCredentials {
+    /// Whether any of them is resolved per caller.
+    fn per_user(&self) -> bool {
+        self.0.values().any(|p| matches!(**p, Provider::User(_)))
+    }
+
     /// The token of `provider`, if the plugin was granted it.
     pub async fn get(&self, plugin: &str, provider: &str) -> Result<String, String> {
         let Some(p) = self.0.get(provider) else {
