@@ -1,4 +1,5 @@
-//! The `hangar` command: `serve`, `check`, `config`, `new`, `pull` and `push`.
+//! The `hangar` command: `serve`, `check`, `config`, `new`, `pull`, `push`
+//! and `token`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -205,6 +206,19 @@ enum Command {
         #[arg(long, env = "HANGAR_CONFIG", default_value = "hangar.toml")]
         config: PathBuf,
     },
+    /// Personal tokens, for clients that cannot do OAuth: `create`, `list`,
+    /// `revoke` (in the config's kv store, so beside a running server).
+    Token {
+        #[arg(
+            long,
+            global = true,
+            env = "HANGAR_CONFIG",
+            default_value = "hangar.toml"
+        )]
+        config: PathBuf,
+        #[command(subcommand)]
+        action: hangar::accounts::TokenCommand,
+    },
     /// Pushes a component as a Wasm OCI artifact; prints the manifest digest.
     Push {
         /// The component (`.wasm`).
@@ -267,6 +281,10 @@ fn main() -> ExitCode {
             } => serve(&config, listen, plugins, stdio).await,
             Command::Check { config, plugins } => check(&config, plugins).await,
             Command::Pull { config } => pull(&config).await,
+            Command::Token { config, action } => {
+                let (config, _) = load_config(&config, None)?;
+                action.run(&config).await
+            }
             Command::Config { schema: _ } => {
                 let schema = serde_json::to_string_pretty(&Config::schema())?;
                 println!("{schema}");

@@ -7,7 +7,8 @@
 //! or the OpenAPI document: with `[oauth]`, `/mcp`, `/uploads` and (unless
 //! `rest = "public"`) the REST surface need a bearer token, checked before
 //! any body is read. The probes (`/livez`, `/readyz`, `/metrics`) stand
-//! outside it and outside the Host check, and name nothing hidden.
+//! outside it and outside the Host check, and name nothing hidden. A
+//! personal token ([`tokens`]) passes every door, `[oauth]` or none.
 
 mod body;
 mod clients;
@@ -15,6 +16,7 @@ mod conn;
 mod connect;
 mod files;
 mod probes;
+mod tokens;
 mod toolsets;
 
 use std::net::SocketAddr;
@@ -82,16 +84,22 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     let fronts = mcp::Fronts::new(mcp_state.clone(), modern);
     // `[oauth]`: bearer tokens at the door; refused tokens count against
     // the client's `auth_failures` allowance, as refused auth checks do.
+    // Personal tokens (`hangar token`), taken at every door.
+    let personal = Arc::new(tokens::PersonalDoor {
+        tokens: crate::accounts::Tokens::new(hangar.loader.kv()),
+        door: hangar.pipeline.current().door().clone(),
+    });
     let oauth = hangar.config.oauth.as_ref().map(|config| {
         crate::oauth::ResourceServer::new(
             config,
             hangar.pipeline.current().door().clone(),
             hangar.loader.outbound_tls(),
+            personal.tokens.clone(),
         )
     });
     let door = |router: Router, closed: bool| match &oauth {
         Some(rs) if closed => crate::oauth::protect(router, rs),
-        _ => router,
+        _ => tokens::accept(router, &personal),
     };
     // Bodies are read inside the door: nobody unproven gets one read.
     let body = Arc::new(body::BodyLimits {
@@ -133,11 +141,18 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     let sets = toolsets::routes(
         &hangar.config.toolsets,
         oauth.as_ref(),
+        &personal,
         rest_closed,
         mcp_router,
         || rest_router(false),
     );
+    // `/mcp/t/TOKEN`: `/mcp` for a client given only a URL.
+    let mcp_in_path = door(
+        in_toolset(mcp_router("/mcp/t/{token}"), &default_toolset),
+        true,
+    );
     let mcp_routes = door(in_toolset(mcp_router("/mcp"), &default_toolset), true)
+        .merge(tokens::in_path(mcp_in_path))
         .merge(sets.mcp)
         .merge(uploads);
     let metadata = (oauth.as_ref().map(crate::oauth::routes))
@@ -173,6 +188,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
         accounts: hangar.loader.accounts().clone(),
         pipeline: hangar.pipeline.clone(),
         oauth: oauth.clone(),
+        tokens: personal.tokens.clone(),
         secure: (server.public_url.as_deref()).is_some_and(|u| u.starts_with("https://")),
     }));
     let guarded = Router::new()

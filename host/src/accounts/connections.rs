@@ -22,7 +22,8 @@ pub(super) const CONNECTIONS: &str = "accounts/connections";
 /// How long a connection read from the store is used again without asking
 /// the store: a guest call that resolves one does not wait for the store
 /// each time. What this process writes or removes takes effect at once;
-/// what another replica does, within this long.
+/// a connection another replica made, at once (no connection is not kept);
+/// one it removed, within this long.
 const KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 /// Connections kept read at most (least used go first).
 const KEPT_CAPACITY: usize = 10_000;
@@ -232,10 +233,17 @@ impl Accounts {
         let found: Option<Connection> = sealed
             .and_then(|s| sealer.open(&row_binding(name, subject), &s))
             .and_then(|plain| serde_json::from_slice(&plain).ok());
-        (self.kept).insert(
-            row_key(name, subject),
-            (std::time::Instant::now(), found.clone()),
-        );
+        // Only a connection is kept: a user who has just connected through
+        // another replica is not told for 5 s more that they have not.
+        match &found {
+            Some(c) => (self.kept).insert(
+                row_key(name, subject),
+                (std::time::Instant::now(), Some(c.clone())),
+            ),
+            None => {
+                self.kept.remove(&row_key(name, subject));
+            }
+        }
         Ok(found)
     }
 

@@ -119,16 +119,27 @@ async fn grant(
     settings: &OAuthSettings,
     form: &[(&str, &str)],
 ) -> Result<Tokens, GrantError> {
+    let client = (settings.client_id.as_str(), settings.client_secret.as_str());
+    grant_at(http, &settings.token_url, client, form).await
+}
+
+/// A grant at `token_url` as `client` (id and secret, sent with HTTP Basic).
+pub async fn grant_at(
+    http: &reqwest::Client,
+    token_url: &str,
+    (client_id, client_secret): (&str, &str),
+    form: &[(&str, &str)],
+) -> Result<Tokens, GrantError> {
     let basic = STANDARD.encode(format!(
         "{}:{}",
-        form_urlencoded::byte_serialize(settings.client_id.as_bytes()).collect::<String>(),
-        form_urlencoded::byte_serialize(settings.client_secret.as_bytes()).collect::<String>()
+        form_urlencoded::byte_serialize(client_id.as_bytes()).collect::<String>(),
+        form_urlencoded::byte_serialize(client_secret.as_bytes()).collect::<String>()
     ));
     let body = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
     let asked = http
-        .post(&settings.token_url)
+        .post(token_url)
         .header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"))
         .header(
             reqwest::header::CONTENT_TYPE,

@@ -81,6 +81,38 @@ impl Accounts {
         })
     }
 
+    /// Whether provider `name` has a value for `principal` by one of its
+    /// sources, asking nobody (an expired token with a refresh token counts:
+    /// using it refreshes it). What `[server] hide_unconnected` hides by. A
+    /// provider that is not per-user always has one.
+    pub async fn usable(&self, name: &str, principal: Option<&Principal>) -> bool {
+        let setup = self.setup.load_full();
+        let Some(provider) = setup.providers.get(name) else {
+            return true;
+        };
+        for source in &provider.sources {
+            let found = match source {
+                Source::User => match principal {
+                    Some(p) => matches!(
+                        self.load(&setup, name, &p.subject).await,
+                        Ok(Some(c)) if c.refresh.is_some() || !c.expired()
+                    ),
+                    None => false,
+                },
+                Source::Team => (provider.team_claim.as_deref())
+                    .zip(principal)
+                    .and_then(|(claim, p)| p.claims.get(claim))
+                    .and_then(|v| v.as_str())
+                    .is_some_and(|team| provider.teams.contains_key(team)),
+                Source::Default => provider.default.is_some(),
+            };
+            if found {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The caller's own connection to `name`, if it has one now (refreshed
     /// when due) — what a call waiting for the user to connect looks for.
     pub async fn own(&self, name: &str, subject: &str) -> Result<Option<String>, String> {

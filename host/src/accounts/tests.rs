@@ -38,10 +38,7 @@ async fn accounts(providers: &str) -> (Accounts, Arc<KvStore>, std::path::PathBu
 }
 
 fn principal(subject: &str, claims: serde_json::Value) -> Principal {
-    Principal {
-        subject: subject.into(),
-        claims,
-    }
+    Principal::new(subject, claims)
 }
 
 const PASTE: &str = "[credentials.paste]\nkind = \"user-key\"\nteam_claim = \"org\"\n\

@@ -36,7 +36,7 @@ pub use offered::{
     CompletionRef, Completions, MAX_COMPLETIONS, PromptArgument, PromptDef, PromptMessage,
     PromptResult, ReadResult, ResourceDef, Role, TemplateDef,
 };
-pub use principal::Principal;
+pub use principal::{AccessToken, Principal};
 pub use program::{ProgramCall, ProgramCalls};
 pub use request::{RequestInfo, Transport};
 pub use result::{Content, ResourceContents, ToolResult};

@@ -33,7 +33,7 @@ pub use offered::{
     CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
 };
 pub use rate::{Limiter, RateLimits};
-pub use stages::{AuthStage, MapperStage, Stages, claims_match};
+pub use stages::{AuthStage, MapperStage, Stages, Unconnected, claims_match};
 pub use toolsets::{Scope, Toolsets};
 pub use uri_template::UriTemplate;
 pub use validate::ArgsValidator;
@@ -111,6 +111,11 @@ pub struct Catalog {
     toolsets: Arc<Toolsets>,
     /// [`Catalog::per_caller`], worked out when the catalog is indexed.
     per_caller: bool,
+    /// `[server] hide_unconnected`, when some tool `requires` a provider.
+    hides_unconnected: bool,
+    /// Users' connections: what `hide_unconnected` asks whether a provider
+    /// resolves for a caller.
+    accounts: Option<Arc<crate::accounts::Accounts>>,
     /// Code mode (`run`), when the catalog offers it.
     code: Option<Arc<code::CodeMode>>,
 }
@@ -128,11 +133,14 @@ impl Catalog {
     /// name is an error naming both files (an upstream's tool that takes a
     /// name already in use is a problem); other problems are returned for
     /// reporting. Upstreams are reached over `upstream_tls` for `https://`.
+    /// `accounts` resolves the callers' credentials of upstreams with
+    /// `auth = { credential = … }`.
     pub async fn build(
         config: &Config,
         discovery: Discovery,
         upstream_tls: &rustls::ClientConfig,
         cluster: Option<Arc<crate::cluster::Cluster>>,
+        accounts: &Arc<crate::accounts::Accounts>,
     ) -> anyhow::Result<Built> {
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
@@ -170,7 +178,7 @@ impl Catalog {
         offered.add_db_resources(config, &catalog.plugins, &connectors, &env, &mut problems)?;
         catalog.offered = Arc::new(offered);
         catalog
-            .add_upstreams(config, upstream_tls, &mut problems)
+            .add_upstreams(config, upstream_tls, accounts, &mut problems)
             .await;
         catalog.pinning = config.server.pinning;
         problems.extend(catalog.config_problems(config, &loaded_names));
@@ -182,6 +190,8 @@ impl Catalog {
         let toolsets = Toolsets::new(&config.toolsets, |what, a| plugins.auth_of(config, what, a));
         catalog.toolsets = Arc::new(toolsets.map_err(|e| anyhow::anyhow!(e))?);
         catalog.mode = config.server.catalog;
+        catalog.hides_unconnected = config.server.hide_unconnected;
+        catalog.accounts = Some(accounts.clone());
         catalog.index();
         Ok(Built { catalog, problems })
     }
@@ -190,7 +200,9 @@ impl Catalog {
     /// What listings and lookups need worked out once: the search index,
     /// and whether answers depend on the caller.
     fn index(&mut self) {
-        self.per_caller = self.default_auth.is_some()
+        self.hides_unconnected &= self.order.iter().any(|t| !t.stages.requires.is_empty());
+        self.per_caller = self.hides_unconnected
+            || self.default_auth.is_some()
             || self.has_restricted()
             || (self.order.iter()).any(|t| crate::call::apps::app_only(t.def.meta.as_ref()))
             || self.order.iter().any(|t| t.stages.auth.is_some())
@@ -321,6 +333,25 @@ impl Catalog {
         self.per_caller
     }
 
+    /// Whether a caller's listings leave out the tools of providers that
+    /// resolve to nothing for them (`[server] hide_unconnected`, and some
+    /// tool `requires` one).
+    pub fn hides_unconnected(&self) -> bool {
+        self.hides_unconnected
+    }
+
+    /// Users' connections (none in a catalog built without them).
+    pub fn accounts(&self) -> Option<&Arc<crate::accounts::Accounts>> {
+        self.accounts.as_ref()
+    }
+
+    /// The providers some tool requires, each once.
+    pub fn required_providers(&self) -> std::collections::BTreeSet<&str> {
+        (self.order.iter())
+            .flat_map(|t| t.stages.requires.iter().map(String::as_str))
+            .collect()
+    }
+
     /// The tools a caller with `principal` may see, in listing order.
     pub fn visible<'a>(
         &'a self,
@@ -339,6 +370,7 @@ impl Catalog {
         limit: usize,
         principal: Option<&Principal>,
         toolset: Option<&crate::call::Toolset>,
+        hidden: &Unconnected,
     ) -> Vec<(Arc<CatalogTool>, f32)> {
         let scope = self.scope(toolset);
         let Some(index) = &self.search else {
@@ -351,7 +383,9 @@ impl Catalog {
             .search(query)
             .into_iter()
             .filter_map(|(i, score)| self.order.get(i).map(|t| (t.clone(), score)))
-            .filter(|(t, _)| t.stages.visible(principal) && scope.tool(&t.def.name))
+            .filter(|(t, _)| {
+                t.stages.visible(principal) && scope.tool(&t.def.name) && !hidden.hides(&t.stages)
+            })
             .take(limit)
             .collect()
     }

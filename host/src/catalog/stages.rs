@@ -41,6 +41,10 @@ pub struct Stages {
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
     /// OAuth scopes the caller's token must grant (`[[tools]] scopes`).
     pub scopes: Vec<String>,
+    /// `[credentials]` providers the tool needs (`requires` of its
+    /// `[[tools]]` entry, plugin or upstream): what `[server]
+    /// hide_unconnected` hides it by.
+    pub requires: Vec<String>,
     /// Globs of the cached tools and resources a successful call makes stale.
     pub invalidates: Vec<String>,
     /// Arguments that take `upload://` handles: `[[tools]] consumes_uploads`,
@@ -63,11 +67,39 @@ impl Stages {
             .then(|| self.scopes.join(" "))
     }
 
+    /// Adds providers the tool needs (each once).
+    pub fn require<'a>(&mut self, more: impl IntoIterator<Item = &'a String>) {
+        for name in more {
+            if !self.requires.contains(name) {
+                self.requires.push(name.clone());
+            }
+        }
+    }
+
     /// Whether a caller with `principal` may see the tool.
     pub fn visible(&self, principal: Option<&Principal>) -> bool {
         self.visible_to
             .as_ref()
             .is_none_or(|rules| claims_match(rules, principal))
+    }
+}
+
+/// The providers that resolve to nothing for one caller, whose tools
+/// `[server] hide_unconnected` leaves out of its listings (default: none,
+/// nothing is hidden). Worked out by the pipeline, which asks the accounts.
+#[derive(Default)]
+pub struct Unconnected(Option<std::collections::HashSet<String>>);
+
+impl Unconnected {
+    pub fn missing(providers: std::collections::HashSet<String>) -> Unconnected {
+        Unconnected(Some(providers))
+    }
+
+    /// Whether a tool with `stages` is left out.
+    pub fn hides(&self, stages: &Stages) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|missing| stages.requires.iter().any(|p| missing.contains(p)))
     }
 }
 
@@ -206,6 +238,7 @@ impl Plugins {
             validator,
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
             scopes: tool_cfg.map(|t| t.scopes.clone()).unwrap_or_default(),
+            requires: tool_cfg.map(|t| t.requires.clone()).unwrap_or_default(),
             invalidates: tool_cfg.map(|t| t.invalidates.clone()).unwrap_or_default(),
             consumes_uploads: consumed_uploads(tool_cfg, schema),
             produces_artifacts: tool_cfg.is_some_and(|t| t.produces_artifacts)

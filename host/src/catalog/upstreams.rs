@@ -40,6 +40,7 @@ impl Catalog {
         &mut self,
         config: &Config,
         tls: &rustls::ClientConfig,
+        accounts: &Arc<crate::accounts::Accounts>,
         problems: &mut Vec<LoadFailure>,
     ) {
         let env = |var: &str| std::env::var(var).ok();
@@ -48,7 +49,7 @@ impl Catalog {
             match cfg.resolve(name, &env) {
                 Ok(resolved) => {
                     let changes = self.upstream_changes.clone();
-                    upstreams.push(Upstream::new(resolved, changes, tls.clone()))
+                    upstreams.push(Upstream::new(resolved, changes, tls.clone(), accounts))
                 }
                 Err(error) => problems.push(LoadFailure {
                     path: PathBuf::from(format!("upstreams.{name}")),
@@ -96,6 +97,8 @@ impl Catalog {
             tasks: self.tasks.clone(),
             toolsets: self.toolsets.clone(),
             per_caller: false,
+            hides_unconnected: config.server.hide_unconnected,
+            accounts: self.accounts.clone(),
             code: self.code.clone(),
         };
         for tool in &self.order {
@@ -169,9 +172,13 @@ impl Catalog {
         def: &ToolDef,
         path: &std::path::Path,
     ) -> Result<CatalogTool, String> {
-        let stages = self
+        let mut stages = self
             .plugins
             .stages_for(config, &def.name, &def.input_schema)?;
+        if let Some(cfg) = config.upstreams.get(&upstream.name) {
+            stages.require(&cfg.requires);
+            stages.require(cfg.auth.iter().flat_map(|a| &a.credential));
+        }
         Ok(CatalogTool {
             def: def.clone(),
             backend: Backend::Upstream {

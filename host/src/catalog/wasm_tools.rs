@@ -114,7 +114,10 @@ impl Catalog {
                     None => plugin_gate.clone(),
                 };
                 let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
-                    Ok(stages) => stages,
+                    Ok(mut stages) => {
+                        stages.require(plugin_config.iter().flat_map(|p| &p.requires));
+                        stages
+                    }
                     Err(error) => {
                         problems.push(LoadFailure {
                             path: loaded_path.clone(),

@@ -59,7 +59,8 @@ pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport,
 pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
 pub use upstreams::{
-    PASSED_ENV, Pinning, ResolvedUpstream, Start, StdioCommand, Transport, UpstreamConfig,
+    PASSED_ENV, Pinning, ResolvedAuth, ResolvedUpstream, Start, StdioCommand, Transport,
+    UpstreamAuthConfig, UpstreamConfig,
 };
 
 /// `hangar.toml`, Hangar's configuration file. Every key is optional;
@@ -251,6 +252,7 @@ impl Config {
     /// Per-user providers need the key their tokens are sealed with, and
     /// the public base of the connect URLs handed out.
     pub fn validate_credentials(&self) -> Result<(), String> {
+        self.validate_requires()?;
         if !self.credentials.per_user() {
             return Ok(());
         }
@@ -262,6 +264,52 @@ impl Config {
             Some(url) => Err(format!("[server] public_url: {url:?} is not an http(s) URL")),
             None => Err("a per-user provider needs [server] public_url (e.g. \"https://mcp.example.com\"): the connect URLs handed to users and the providers' redirect_uri start with it".into()),
         }
+    }
+
+    /// Every provider a `requires` or an upstream's `auth.credential` names
+    /// is a `[credentials]` provider (the latter a per-user one: a
+    /// server-wide value belongs in `headers`).
+    fn validate_requires(&self) -> Result<(), String> {
+        let known = |owner: &str, name: &str| {
+            if self.credentials.providers.contains_key(name) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{owner}: requires {name:?}, which is not a [credentials] provider"
+                ))
+            }
+        };
+        for (name, p) in &self.plugins {
+            for r in &p.requires {
+                known(&format!("[plugins.{name}]"), r)?;
+            }
+        }
+        for t in &self.tools {
+            for r in &t.requires {
+                known(&format!("[[tools]] {:?}", t.name), r)?;
+            }
+        }
+        for (name, u) in &self.upstreams {
+            for r in &u.requires {
+                known(&format!("[upstreams.{name}]"), r)?;
+            }
+            if let Some(provider) = u.auth.as_ref().and_then(|a| a.credential.as_deref()) {
+                match self.credentials.providers.get(provider) {
+                    Some(c) if c.is_per_user() => {}
+                    Some(_) => {
+                        return Err(format!(
+                            "[upstreams.{name}] auth: credential {provider:?} is a server-wide provider; put its value in headers instead"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "[upstreams.{name}] auth: credential {provider:?} is not a [credentials] provider"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A path from the config file, relative to the file's folder.

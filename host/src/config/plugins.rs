@@ -36,6 +36,11 @@ pub struct PluginConfig {
     /// The manifest digest the `source` must resolve to (`sha256:…`);
     /// anything else is refused.
     pub digest: Option<String>,
+    /// `[credentials]` providers its tools need: with `[server]
+    /// hide_unconnected`, a caller for whom one resolves to nothing does not
+    /// see them.
+    #[serde(default)]
+    pub requires: Vec<String>,
 }
 
 /// `instances = { reuse = true, max_calls = 1000, max_idle = "60s" }`: keep a

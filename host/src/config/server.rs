@@ -32,6 +32,10 @@ pub struct ServerConfig {
     /// `https://mcp.example.com`): the connect pages of per-user providers
     /// and their callbacks. Required with a per-user provider.
     pub public_url: Option<String>,
+    /// A caller's listings leave out the tools that `requires` a provider
+    /// that resolves to nothing for that caller (not connected, no team or
+    /// default value).
+    pub hide_unconnected: bool,
     /// The folder every `*.wasm` of is loaded at startup (`--plugins` wins
     /// over it).
     pub plugins: PathBuf,
@@ -220,6 +224,7 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
+            hide_unconnected: false,
             plugins: PathBuf::from("plugins"),
             cache_dir: PathBuf::from(".cache/hangar"),
             max_body_bytes: 4 * 1024 * 1024,

@@ -46,6 +46,10 @@ pub struct ToolConfig {
     /// OAuth scopes a token needs to call the tool (403 `insufficient_scope`).
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// `[credentials]` providers the tool needs (on top of its plugin's or
+    /// upstream's `requires`; see `[server] hide_unconnected`).
+    #[serde(default)]
+    pub requires: Vec<String>,
     /// State sync: after a successful call, the cached results of the DB
     /// tools and resources whose names (or URIs) match one of these globs
     /// are dropped, and the result's `_meta["hangar/invalidated"]` lists them.

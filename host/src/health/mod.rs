@@ -274,10 +274,7 @@ mod tests {
     }
 
     fn principal(role: &str) -> Principal {
-        Principal {
-            subject: "someone".into(),
-            claims: json!({ "role": role }),
-        }
+        Principal::new("someone", json!({ "role": role }))
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub(super) trait Backend: Send + Sync {
         delta: i64,
         max_keys: u64,
     ) -> BoxFuture<'a, Result<i64>>;
+    /// The live keys of `ns`, at most `limit` of them (in no set order).
+    fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>>;
     /// Where the data lives, for the log (no credentials).
     fn describe(&self) -> String;
 }

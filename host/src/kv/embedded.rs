@@ -216,6 +216,23 @@ impl Backend for Embedded {
         })
     }
 
+    fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>> {
+        let ns = ns.to_owned();
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT key FROM kv WHERE plugin = ?1 AND {LIVE} LIMIT ?2"
+                ))
+                .map_err(db)?;
+            let keys = statement
+                .query_map(params![ns, limit as i64, now_ms()], |r| r.get(0))
+                .map_err(db)?
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(db)?;
+            Ok(keys)
+        })
+    }
+
     fn increment<'a>(
         &'a self,
         ns: &'a str,

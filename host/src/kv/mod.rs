@@ -204,6 +204,13 @@ impl KvStore {
         self.backend.take(ns, key).await
     }
 
+    /// The live keys of `ns`, at most `limit` (the host's own listings:
+    /// personal tokens).
+    pub async fn host_keys(&self, ns: &str, limit: usize) -> Result<Vec<String>> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.backend.keys(ns, limit).await
+    }
+
     /// As [`KvStore::host_set`], with at most `max_keys` live keys in `ns`
     /// (a write adding one more fails with `quota`).
     pub async fn host_set_capped(

@@ -262,6 +262,26 @@ impl Backend for Redis {
         })
     }
 
+    fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            let mut con = self.connection().await?;
+            // The index's scores are expiry times: those past now are gone.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            ::redis::cmd("ZRANGEBYSCORE")
+                .arg(self.index(ns))
+                .arg(format!("({now}"))
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit)
+                .query_async::<Vec<String>>(&mut con)
+                .await
+                .map_err(|e| self.unavailable(e))
+        })
+    }
+
     fn describe(&self) -> String {
         format!("redis at {}, keys under {}:", self.link.addr(), self.prefix)
     }

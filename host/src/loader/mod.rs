@@ -259,8 +259,14 @@ impl Loader {
             tracing::error!(path = %failure.path.display(), "plugin skipped: {}", failure.error);
         }
         // Upstreams trust what guests' HTTPS trusts: the system roots and `[http] extra_ca`.
-        let mut built =
-            Catalog::build(config, discovery, self.client.tls(), self.cluster.clone()).await?;
+        let mut built = Catalog::build(
+            config,
+            discovery,
+            self.client.tls(),
+            self.cluster.clone(),
+            &self.accounts,
+        )
+        .await?;
         // A refused source is its own problem; "configured but did not load" would repeat it.
         let plugins_dir = &config.server.plugins;
         built.problems.retain(|p| {

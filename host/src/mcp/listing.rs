@@ -26,6 +26,7 @@ pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let apps = req.client_runs_apps();
     let tools: Vec<Value> = (pipeline
         .listed(principal.as_ref(), req.toolset.as_ref())
+        .await
         .iter())
     .filter(|def| apps || !app_only(def.meta.as_ref()))
     .map(|def| pins::listed(pins, mode, id, def))

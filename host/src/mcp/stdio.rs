@@ -101,10 +101,8 @@ pub async fn serve_stdio(fronts: Fronts, options: StdioOptions) {
         .expect("spawn the stdin reader");
     let link = Arc::new(Link {
         fronts,
-        principal: options.principal.map(|subject| Principal {
-            claims: serde_json::json!({ "sub": subject }),
-            subject,
-        }),
+        principal: (options.principal)
+            .map(|subject| Principal::new(subject.clone(), serde_json::json!({ "sub": subject }))),
         token,
         toolset: options.toolset,
         session: Mutex::new(None),

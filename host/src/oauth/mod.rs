@@ -4,6 +4,9 @@
 //! checked natively ([`token`], keys from [`jwks`]), and the challenges a
 //! client discovers the authorization server from.
 //!
+//! A personal token (`hgr_…`, `crate::accounts::Tokens`) is taken at the
+//! same door, as the principal it was made for.
+//!
 //! This module sits with the surfaces: [`protect`] wraps a surface's router
 //! in a middleware that answers 401 itself, takes the `Authorization` header
 //! off the request (no plugin, mapper or log line ever sees the token) and
@@ -32,6 +35,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::json;
 
+use crate::accounts::{TokenRefusal, Tokens};
+use crate::call::AccessToken;
 use crate::config::{OAuthConfig, RestAccess};
 use crate::pipeline::{Door, Principal};
 
@@ -45,6 +50,8 @@ pub struct ResourceServer {
     /// Counts refused tokens per client; a client over its allowance is
     /// answered 429 before its token is even parsed.
     door: Arc<Door>,
+    /// Personal tokens (`hgr_…`), taken at this door as access tokens are.
+    tokens: Tokens,
 }
 
 /// Why a request was refused before reaching its surface.
@@ -65,12 +72,14 @@ impl ResourceServer {
         config: &OAuthConfig,
         door: Arc<Door>,
         tls: rustls::ClientConfig,
+        tokens: Tokens,
     ) -> Arc<ResourceServer> {
         Arc::new(ResourceServer {
             jwks: jwks::Jwks::new(&config.issuer, config.jwks_uri.as_deref(), tls),
             metadata_url: metadata::url(&config.resource),
             config: config.clone(),
             door,
+            tokens,
         })
     }
 
@@ -88,6 +97,7 @@ impl ResourceServer {
             metadata_url: metadata::url(resource),
             config,
             door: self.door.clone(),
+            tokens: self.tokens.clone(),
         })
     }
 
@@ -115,6 +125,17 @@ impl ResourceServer {
 
     async fn verify(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
         let token = bearer(headers)?;
+        if Tokens::is_personal(token) {
+            return self.tokens.principal(token).await.map_err(|e| match e {
+                TokenRefusal::Invalid => {
+                    Refusal::Invalid("the personal token is unknown, revoked or expired".into())
+                }
+                TokenRefusal::Unavailable(e) => {
+                    tracing::warn!(target: "hangar::oauth", "personal tokens: {e}");
+                    Refusal::Invalid("personal tokens cannot be checked now".into())
+                }
+            });
+        }
         let (alg, kid) = token::key_hint(token).map_err(|e| Refusal::Invalid(e.0))?;
         let keys = self.jwks.keys_for(kid.as_deref()).await.map_err(|e| {
             tracing::warn!(target: "hangar::oauth", "no signing keys: {e}");
@@ -125,7 +146,10 @@ impl ResourceServer {
                 "no signing key of the issuer matches the token".into(),
             ));
         }
-        token::verify(token, alg, &keys, &self.config).map_err(|e| Refusal::Invalid(e.0))
+        let mut principal =
+            token::verify(token, alg, &keys, &self.config).map_err(|e| Refusal::Invalid(e.0))?;
+        principal.access_token = Some(AccessToken::new(token));
+        Ok(principal)
     }
 
     /// The 401 answer to `refusal`.

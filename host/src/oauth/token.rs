@@ -116,10 +116,7 @@ fn principal(claims: Map<String, Value>) -> Result<Principal, Invalid> {
     if subject.is_empty() {
         return Err(Invalid("the token names no subject (sub)".into()));
     }
-    Ok(Principal {
-        subject: subject.to_string(),
-        claims: Value::Object(claims),
-    })
+    Ok(Principal::new(subject.to_string(), Value::Object(claims)))
 }
 
 #[cfg(test)]

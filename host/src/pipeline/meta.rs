@@ -10,7 +10,7 @@ use super::setup::Pipeline;
 use super::{
     ArgsValidator, CallContext, CallError, Content, ErrorKind, Principal, Stage, ToolResult,
 };
-use crate::catalog::{Annotations, Catalog, ToolDef};
+use crate::catalog::{Annotations, Catalog, ToolDef, Unconnected};
 use crate::config::CatalogMode;
 
 pub const SEARCH: &str = "search_tools";
@@ -159,9 +159,10 @@ impl Pipeline {
         }
         let args = m.validator.validate(args)?;
         let principal = self.listing_principal(cx).await;
+        let hidden = self.unconnected(principal.as_ref()).await;
         match name {
-            SEARCH => Ok(self.search_tools(&args, principal.as_ref(), cx)),
-            READ => Ok(self.read_tool(&args, principal.as_ref(), cx)),
+            SEARCH => Ok(self.search_tools(&args, principal.as_ref(), &hidden, cx)),
+            READ => Ok(self.read_tool(&args, principal.as_ref(), &hidden, cx).await),
             _ => Ok(self.call_tool(args, cx).await),
         }
     }
@@ -170,13 +171,14 @@ impl Pipeline {
         &self,
         args: &Value,
         principal: Option<&Principal>,
+        hidden: &Unconnected,
         cx: &CallContext,
     ) -> ToolResult {
         let query = args["query"].as_str().unwrap_or_default();
         let limit = args["limit"].as_u64().unwrap_or(5) as usize;
         let results: Vec<Value> = self
             .catalog()
-            .search(query, limit, principal, cx.toolset.as_ref())
+            .search(query, limit, principal, cx.toolset.as_ref(), hidden)
             .into_iter()
             .map(|(tool, score)| {
                 let a = tool.def.annotations.clone().unwrap_or_default();
@@ -193,10 +195,11 @@ impl Pipeline {
         json_result(json!({ "results": results }))
     }
 
-    fn read_tool(
+    async fn read_tool(
         &self,
         args: &Value,
         principal: Option<&Principal>,
+        hidden: &Unconnected,
         cx: &CallContext,
     ) -> ToolResult {
         let path = args["path"].as_str().unwrap_or_default();
@@ -204,7 +207,7 @@ impl Pipeline {
             .resolve(path, cx.toolset.as_ref())
             .ok()
             .filter(|_| self.catalog().scope(cx.toolset.as_ref()).admits(principal))
-            .filter(|t| t.stages.visible(principal));
+            .filter(|t| t.stages.visible(principal) && !hidden.hides(&t.stages));
         let Some(tool) = tool else {
             return ToolResult::error(format!("Error: Tool not found: {path}"));
         };
@@ -220,6 +223,9 @@ impl Pipeline {
             "annotations": tool.def.annotations,
             "destructive": a.destructive_hint.unwrap_or(false),
             "auth": tool.stages.auth.as_ref().map(|s| s.plugin.name().to_string()),
+            // The provider it needs, and whether the caller has a value of it.
+            "authProvider": tool.stages.requires.first(),
+            "connected": self.connected(&tool.stages, principal).await,
             "typescript": code.then(|| super::code::declaration(&tool.def, "")),
             "python": code.then(|| super::code::stub(&tool.def)),
         }))

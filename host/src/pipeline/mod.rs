@@ -4,6 +4,7 @@
 
 mod access;
 mod code;
+mod connected;
 mod door;
 mod failures;
 mod files;
@@ -26,6 +27,7 @@ pub use crate::call::{
     TemplateDef, ToolResult, Toolset, Transport, ask_until,
 };
 pub use crate::catalog::ArgsValidator;
+pub use crate::catalog::Unconnected;
 pub use door::Door;
 pub use failures::AuthFailures;
 pub use live::Live;
@@ -213,7 +215,7 @@ impl Pipeline {
         if let Some(gate) = self.catalog.scope(cx.toolset.as_ref()).auth() {
             return self.door.lister(gate, cx).await;
         }
-        if !self.catalog.has_restricted() {
+        if !self.catalog.has_restricted() && !self.catalog.hides_unconnected() {
             return None;
         }
         // Without a server-wide check, the bearer token's principal (if any).
@@ -256,8 +258,9 @@ impl Pipeline {
         self.catalog.resolve(name)
     }
 
-    /// The definitions `tools/list` shows a caller through `toolset`, in order.
-    pub fn listed<'a>(
+    /// The definitions `tools/list` shows a caller through `toolset`, in
+    /// order (without the tools `hide_unconnected` hides from it).
+    pub async fn listed<'a>(
         &'a self,
         principal: Option<&'a Principal>,
         toolset: Option<&Toolset>,
@@ -274,10 +277,11 @@ impl Pipeline {
             listed.push(Cow::Borrowed(def));
         }
         if !matches!(mode, CatalogMode::Meta | CatalogMode::Code) {
+            let hidden = self.unconnected(principal).await;
             // An upstream's tool as it is now, not as it was at startup.
             listed.extend(
                 (self.catalog.visible(principal))
-                    .filter(|t| scope.tool(&t.def.name))
+                    .filter(|t| scope.tool(&t.def.name) && !hidden.hides(&t.stages))
                     .map(|t| t.current_def()),
             );
         }

@@ -50,7 +50,9 @@ pub fn router(rest: Rest) -> Router {
 /// The document for the caller: the tools `GET /tools` lists it, no others.
 async fn openapi_json(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/openapi.json").await;
-    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
+    let listed = pipeline
+        .listed(principal.as_ref(), caller.toolset.as_ref())
+        .await;
     let tools: Vec<_> = listed.iter().map(|d| d.as_ref()).collect();
     Json(openapi::document(&tools)).into_response()
 }
@@ -121,7 +123,9 @@ fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>
 
 async fn list(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/tools").await;
-    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
+    let listed = pipeline
+        .listed(principal.as_ref(), caller.toolset.as_ref())
+        .await;
     let tools: Vec<Summary> = listed
         .iter()
         .map(|d| {
@@ -143,7 +147,9 @@ async fn list(caller: Caller) -> Response {
 async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
     let path = format!("/tools/{name}");
     let (pipeline, principal) = caller.listing(&path).await;
-    let listed = pipeline.listed(principal.as_ref(), caller.toolset.as_ref());
+    let listed = pipeline
+        .listed(principal.as_ref(), caller.toolset.as_ref())
+        .await;
     match listed.into_iter().find(|d| d.name == name) {
         Some(def) => Json(def).into_response(),
         None => error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message),

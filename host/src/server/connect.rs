@@ -30,7 +30,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::accounts::{Accounts, ConnectError, Next};
+use crate::accounts::{Accounts, ConnectError, Next, TokenRefusal, Tokens};
 use crate::oauth::ResourceServer;
 use crate::pipeline::{Live, Principal, RequestInfo, Transport};
 
@@ -46,6 +46,8 @@ pub struct ConnectState {
     pub accounts: Arc<Accounts>,
     pub pipeline: Live,
     pub oauth: Option<Arc<ResourceServer>>,
+    /// Personal tokens (`hgr_…`), which prove a caller here too.
+    pub tokens: Tokens,
     /// `Secure` cookies, when the public URL is HTTPS.
     pub secure: bool,
 }
@@ -73,8 +75,8 @@ enum Check {
     Uncounted,
 }
 
-/// Who the request's credentials prove: a bearer token under `[oauth]`,
-/// else the server-wide `[auth]` check. `None`: nobody.
+/// Who the request's credentials prove: a bearer token under `[oauth]`, a
+/// personal token, else the server-wide `[auth]` check. `None`: nobody.
 async fn caller(
     st: &ConnectState,
     headers: &HeaderMap,
@@ -87,10 +89,36 @@ async fn caller(
     {
         return Some(p);
     }
+    if let Some(token) = personal_token(headers) {
+        let door = st.pipeline.current().door().clone();
+        let failures = door.failures();
+        failures.admit(Some(client.ip())).ok()?;
+        return match st.tokens.principal(token).await {
+            Ok(p) => Some(p),
+            Err(TokenRefusal::Invalid) => {
+                if check == Check::Counted {
+                    failures.failed(Some(client.ip()));
+                }
+                None
+            }
+            Err(TokenRefusal::Unavailable(_)) => None,
+        };
+    }
     let request = RequestInfo::new(Transport::Rest, "GET", "/connect", headers, Some(client));
     (st.pipeline.current())
         .request_principal(request, check == Check::Counted)
         .await
+}
+
+/// The personal token (`Bearer hgr_…`) a request carries, if any.
+fn personal_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && Tokens::is_personal(token.trim()))
+        .then(|| token.trim())
 }
 
 fn refusal(e: &ConnectError) -> StatusCode {

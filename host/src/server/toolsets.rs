@@ -12,6 +12,8 @@ use crate::config::ToolsetConfig;
 use crate::oauth::{self, ResourceServer};
 use crate::pipeline::Toolset;
 
+use super::tokens::PersonalDoor;
+
 /// What the toolsets add to the app.
 pub(super) struct ToolsetRoutes {
     /// `/mcp/NAME`, behind their doors.
@@ -27,6 +29,7 @@ pub(super) struct ToolsetRoutes {
 pub(super) fn routes(
     toolsets: &BTreeMap<String, ToolsetConfig>,
     oauth: Option<&Arc<ResourceServer>>,
+    personal: &Arc<PersonalDoor>,
     rest_closed: bool,
     mcp_at: impl Fn(&str) -> Router,
     rest_for: impl Fn() -> Router,
@@ -50,7 +53,7 @@ pub(super) fn routes(
         };
         let door = |router: Router, closed: bool| match own.as_ref().or(oauth) {
             Some(rs) if closed => oauth::protect(router, rs),
-            _ => router,
+            _ => super::tokens::accept(router, personal),
         };
         let mcp = in_toolset(mcp_at(&format!("/mcp/{name}")), &toolset);
         out.mcp = out.mcp.merge(door(mcp, true));

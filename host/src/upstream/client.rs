@@ -10,13 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 use super::sse::SseParser;
 use super::stdio::StdioProcess;
 pub use super::wire::{Handshake, Reply, WireError};
 use super::wire::{PROTOCOL_VERSION, SUPPORTED_VERSIONS, initialize_message, supported_version};
+use crate::call::AccessToken;
 use crate::config::{ResolvedUpstream, Transport};
 use crate::outbound::{self, BodyError, CappedBody};
 
@@ -106,6 +107,7 @@ impl Client {
         &self,
         capabilities: Value,
         traceparent: Option<&str>,
+        bearer: Option<AccessToken>,
     ) -> Result<Handshake, WireError> {
         if let Wire::Stdio(process) = &self.wire {
             // One session per run of the process, opened by the run.
@@ -114,11 +116,11 @@ impl Client {
                 .unwrap_or(Err(WireError::Timeout));
         }
         let first = self
-            .initialize_as(PROTOCOL_VERSION, &capabilities, traceparent)
+            .initialize_as(PROTOCOL_VERSION, &capabilities, traceparent, &bearer)
             .await;
         let handshake = match first {
             Err(WireError::Protocol(_)) => {
-                self.initialize_as(SUPPORTED_VERSIONS[1], &capabilities, traceparent)
+                self.initialize_as(SUPPORTED_VERSIONS[1], &capabilities, traceparent, &bearer)
                     .await?
             }
             other => other?,
@@ -133,10 +135,12 @@ impl Client {
         version: &str,
         capabilities: &Value,
         traceparent: Option<&str>,
+        bearer: &Option<AccessToken>,
     ) -> Result<Handshake, WireError> {
         let fresh = Handshake {
             session_id: None,
             protocol_version: version.to_string(),
+            bearer: bearer.clone(),
         };
         let body = initialize_message(version, capabilities);
         let (reply, session_id) = self
@@ -152,6 +156,7 @@ impl Client {
         Ok(Handshake {
             session_id,
             protocol_version: supported_version(&result, version)?,
+            bearer: bearer.clone(),
         })
     }
 
@@ -212,7 +217,7 @@ impl Client {
         };
         let request = http
             .delete(url)
-            .headers(headers.clone())
+            .headers(with_bearer(headers, session))
             .header("mcp-session-id", id)
             .header("mcp-protocol-version", &session.protocol_version);
         let _ = tokio::time::timeout(self.timeout, request.send()).await;
@@ -292,7 +297,7 @@ impl Client {
         };
         let mut request = http
             .post(url)
-            .headers(headers.clone())
+            .headers(with_bearer(headers, session))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(serde_json::to_vec(body).expect("JSON values serialize"));
@@ -361,6 +366,19 @@ impl Client {
             "the stream ended before the answer".into(),
         ))
     }
+}
+
+/// The configured headers, with the session's bearer (the caller's token,
+/// `[upstreams.NAME] auth`) in place of any configured `Authorization`.
+fn with_bearer(headers: &HeaderMap, session: &Handshake) -> HeaderMap {
+    let mut headers = headers.clone();
+    if let Some(bearer) = &session.bearer
+        && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", bearer.secret()))
+    {
+        value.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    headers
 }
 
 /// The reply in `message` if it answers request `id`.

@@ -4,6 +4,7 @@
 //! and template lists. It speaks the call vocabulary (`CallContext`,
 //! `CallError`, `ToolResult`, `ReadResult`), never the surfaces.
 
+mod auth;
 mod breaker;
 mod client;
 mod lines;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use auth::UpstreamAuth;
 use breaker::Breaker;
 pub use breaker::BreakerState;
 use client::{Client, Reply, WireError};
@@ -32,8 +34,8 @@ use slot::{CATALOG_KEY, Slot, capabilities, session_key};
 use tools::tool_def;
 
 use crate::call::ToolDef;
-use crate::call::{CallContext, CallError, ErrorKind, Stage, ToolResult};
-use crate::config::ResolvedUpstream;
+use crate::call::{AccessToken, CallContext, CallError, ErrorKind, Stage, ToolResult};
+use crate::config::{ResolvedAuth, ResolvedUpstream};
 
 /// One upstream MCP server.
 pub struct Upstream {
@@ -59,6 +61,8 @@ pub struct Upstream {
     first_use: tokio::sync::OnceCell<()>,
     /// Tells the refresh task that the first use has started it.
     used: Arc<tokio::sync::Notify>,
+    /// Whose token its calls carry (`auth`).
+    auth: UpstreamAuth,
 }
 
 /// Bumped each time an upstream's tool or resource lists change: what the
@@ -77,7 +81,33 @@ impl Upstream {
         config: ResolvedUpstream,
         changes: Arc<ToolChanges>,
         tls: rustls::ClientConfig,
+        accounts: &Arc<crate::accounts::Accounts>,
     ) -> Arc<Upstream> {
+        let auth = match &config.auth {
+            None => UpstreamAuth::Own,
+            Some(ResolvedAuth::Credential(provider)) => UpstreamAuth::Credential {
+                provider: provider.clone(),
+                accounts: accounts.clone(),
+            },
+            Some(ResolvedAuth::Exchange {
+                token_url,
+                client_id,
+                client_secret,
+                audience,
+                resource,
+                scopes,
+            }) => UpstreamAuth::Exchange(Box::new(crate::accounts::Exchanger::new(
+                crate::accounts::ExchangeSettings {
+                    token_url: token_url.clone(),
+                    client_id: client_id.clone(),
+                    client_secret: client_secret.clone(),
+                    audience: audience.clone(),
+                    resource: resource.clone(),
+                    scopes: scopes.clone(),
+                },
+                tls.clone(),
+            ))),
+        };
         let refresh_wanted = Arc::new(tokio::sync::Notify::new());
         let client = Client::new(&config, tls, refresh_wanted.clone());
         let lazy = !client.starts_at_load();
@@ -96,6 +126,7 @@ impl Upstream {
             lazy,
             first_use: tokio::sync::OnceCell::new(),
             used: Arc::new(tokio::sync::Notify::new()),
+            auth,
         })
     }
 
@@ -233,11 +264,17 @@ impl Upstream {
     /// Its tool list, every page; errors name the upstream, not its URL.
     async fn list(&self) -> Result<Vec<Value>, String> {
         let listed = self
-            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
-                client
-                    .list_pages(&hs, id, "tools/list", "tools", &mut |_| {})
-                    .await
-            })
+            .with_session(
+                CATALOG_KEY,
+                None,
+                json!({}),
+                None,
+                |client, hs, id| async move {
+                    client
+                        .list_pages(&hs, id, "tools/list", "tools", &mut |_| {})
+                        .await
+                },
+            )
             .await
             .map_err(|e| e.to_string())?;
         listed.map_err(|e| format!("upstream: {}: tools/list failed: {e}", self.name))
@@ -298,11 +335,11 @@ impl Upstream {
         args: &Value,
         cx: &CallContext,
     ) -> Result<ToolResult, CallError> {
-        let key = session_key(cx);
+        let (key, bearer) = self.caller_session(cx).await?;
         let traceparent = traceparent(cx);
         let sink = cx.events.clone();
         let reply = self
-            .with_session(&key, traceparent.as_deref(), capabilities(cx), |client, hs, id| {
+            .with_session(&key, traceparent.as_deref(), capabilities(cx), bearer, |client, hs, id| {
                 let sink = sink.clone();
                 let tp = traceparent.clone();
                 let arguments = if args.is_null() { json!({}) } else { args.clone() };
@@ -348,6 +385,23 @@ impl Upstream {
             }),
             Reply::Error(error) => Err(self.answered_error(error)),
         }
+    }
+
+    /// The session a call of `cx` uses, and the bearer it carries: with
+    /// `auth`, the caller's token, and a session of the caller's own.
+    async fn caller_session(
+        &self,
+        cx: &CallContext,
+    ) -> Result<(String, Option<AccessToken>), CallError> {
+        let key = session_key(cx);
+        if !self.auth.per_principal() {
+            return Ok((key, None));
+        }
+        let bearer =
+            (self.auth.bearer(cx).await).map_err(|why| self.error(ErrorKind::Failed, &why))?;
+        let subject = cx.principal.as_ref().map_or("", |p| p.subject.as_str());
+        let key = format!("{key}#principal:{subject}");
+        Ok((key, bearer.map(|b| AccessToken::new(&b))))
     }
 
     /// An error at stage `upstream` naming this upstream (never its URL):

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Upstream;
 use super::client::{Reply, WireError};
 use super::offers::{UpstreamOffers, resource_def, template_def};
-use super::slot::{CATALOG_KEY, capabilities, session_key};
+use super::slot::{CATALOG_KEY, capabilities};
 use crate::call::{CallContext, CallError, ErrorKind, ReadResult, ResourceContents, Stage};
 
 /// A `resources/read` answer as MCP shapes it; anything else is refused.
@@ -49,9 +49,15 @@ impl Upstream {
         key: &'static str,
     ) -> Result<Vec<Value>, String> {
         let listed = self
-            .with_session(CATALOG_KEY, None, json!({}), |client, hs, id| async move {
-                client.list_pages(&hs, id, method, key, &mut |_| {}).await
-            })
+            .with_session(
+                CATALOG_KEY,
+                None,
+                json!({}),
+                None,
+                |client, hs, id| async move {
+                    client.list_pages(&hs, id, method, key, &mut |_| {}).await
+                },
+            )
             .await
             .map_err(|e| e.to_string())?;
         Ok(listed.unwrap_or_default())
@@ -62,11 +68,11 @@ impl Upstream {
     /// them. A client's cancellation stops the wait; an answer that is not
     /// a `ReadResourceResult` is an error naming the upstream.
     pub async fn read(&self, uri: &str, cx: &CallContext) -> Result<ReadResult, CallError> {
-        let key = session_key(cx);
+        let (key, bearer) = self.caller_session(cx).await?;
         let traceparent = super::traceparent(cx);
         let sink = cx.events.clone();
         let reply = self
-            .with_session(&key, traceparent.as_deref(), capabilities(cx), |client, hs, id| {
+            .with_session(&key, traceparent.as_deref(), capabilities(cx), bearer, |client, hs, id| {
                 let sink = sink.clone();
                 let tp = traceparent.clone();
                 let params = json!({ "uri": uri });

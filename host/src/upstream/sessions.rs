@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::Upstream;
 use super::client::{Client, Handshake, WireError};
 use super::slot::{CATALOG_KEY, Slot, client_session_key};
-use crate::call::{CallError, ErrorKind};
+use crate::call::{AccessToken, CallError, ErrorKind};
 
 /// Upstream sessions kept at once per upstream; past it the least recently
 /// used is closed.
@@ -29,6 +29,7 @@ impl Upstream {
         key: &str,
         traceparent: Option<&str>,
         capabilities: Value,
+        bearer: Option<AccessToken>,
         op: F,
     ) -> Result<T, CallError>
     where
@@ -52,20 +53,23 @@ impl Upstream {
         let slot = self.slot(key);
         for attempt in 0..2 {
             let outcome = async {
-                let hs = {
+                let mut hs = {
                     let mut guard = slot.handshake.lock().await;
                     match &*guard {
                         Some(hs) => hs.clone(),
                         None => {
                             let hs = self
                                 .client
-                                .initialize(capabilities.clone(), traceparent)
+                                .initialize(capabilities.clone(), traceparent, bearer.clone())
                                 .await?;
                             *guard = Some(hs.clone());
                             hs
                         }
                     }
                 };
+                // The caller's token as it is now (an exchanged one is
+                // renewed while the session lasts).
+                hs.bearer = bearer.clone();
                 let id = self.next_id.fetch_add(16, Ordering::Relaxed);
                 op(self.client.clone(), hs, id).await
             }
@@ -102,8 +106,20 @@ impl Upstream {
     /// expired): the upstream is sent `DELETE` in the background, best effort.
     pub fn end_client_session(&self, session_id: &str) {
         let key = client_session_key(session_id);
-        let slot = self.sessions.lock().expect("sessions lock").remove(&key);
-        if let Some(slot) = slot {
+        // With `auth`, the session's keys go on with its principal.
+        let slots: Vec<Arc<Slot>> = {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            let keys: Vec<String> = (sessions.keys())
+                .filter(|k| {
+                    **k == key
+                        || k.strip_prefix(key.as_str())
+                            .is_some_and(|r| r.starts_with('#'))
+                })
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        for slot in slots {
             self.close_later(slot);
         }
     }

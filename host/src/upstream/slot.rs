@@ -70,10 +70,7 @@ mod tests {
     fn sessions_are_per_client_session_then_principal() {
         let mut cx = CallContext::new(None);
         assert_eq!(session_key(&cx), "anonymous");
-        cx.principal = Some(crate::call::Principal {
-            subject: "ana".into(),
-            claims: json!({}),
-        });
+        cx.principal = Some(crate::call::Principal::new("ana", json!({})));
         assert_eq!(session_key(&cx), "principal:ana");
         cx.session_id = Some("s1".into());
         assert_eq!(session_key(&cx), "session:s1");

@@ -350,6 +350,7 @@ async fn initialize(run: &Run) -> Result<Handshake, WireError> {
         let note = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         exchange_on(run, &note, None, &mut |_| {}).await?;
         return Ok(Handshake {
+            bearer: None,
             session_id: None,
             protocol_version,
         });

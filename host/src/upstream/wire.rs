@@ -66,12 +66,14 @@ pub enum Reply {
     Error(Value),
 }
 
-/// One upstream session: its id (none if the server keeps no sessions) and
-/// the protocol version it agreed to.
+/// One upstream session: its id (none if the server keeps no sessions),
+/// the protocol version it agreed to, and the caller's bearer token its
+/// requests carry (`[upstreams.NAME] auth`; none: `headers` alone).
 #[derive(Debug, Clone)]
 pub struct Handshake {
     pub session_id: Option<String>,
     pub protocol_version: String,
+    pub bearer: Option<crate::call::AccessToken>,
 }
 
 /// The `initialize` request asking for protocol `version`, declaring `capabilities`.

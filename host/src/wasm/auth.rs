@@ -63,10 +63,10 @@ impl AuthPlugin {
             .await;
         let unauthorized = || CallError::new(Stage::Auth, ErrorKind::Unauthorized, "Unauthorized");
         match out {
-            Ok(Ok(p)) => Ok(Principal {
-                claims: serde_json::from_str(&p.claims).unwrap_or(serde_json::Value::Null),
-                subject: p.subject,
-            }),
+            Ok(Ok(p)) => Ok(Principal::new(
+                p.subject,
+                serde_json::from_str(&p.claims).unwrap_or(serde_json::Value::Null),
+            )),
             Ok(Err(e)) => {
                 tracing::info!(plugin = %self.name(), tool, trace_id = %cx.trace_id, "unauthorized: {}", e.message);
                 Err(unauthorized())

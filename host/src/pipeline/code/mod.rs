@@ -118,10 +118,11 @@ impl Pipeline {
         cx: &CallContext,
     ) -> crate::call::ReadResult {
         let principal = self.listing_principal(cx).await;
+        let hidden = self.unconnected(principal.as_ref()).await;
         let scope = self.catalog.scope(cx.toolset.as_ref());
         let visible: Vec<&ToolDef> = if scope.admits(principal.as_ref()) {
             (self.catalog.visible(principal.as_ref()))
-                .filter(|t| scope.tool(&t.def.name))
+                .filter(|t| scope.tool(&t.def.name) && !hidden.hides(&t.stages))
                 .map(|t| &t.def)
                 .collect()
         } else {

@@ -1,0 +1,150 @@
+//! Personal tokens at the door (`crate::accounts::Tokens`).
+//!
+//! - [`accept`]: a surface no OAuth door guards takes a personal token
+//!   (`Authorization: Bearer hgr_…`) and serves its principal, as the OAuth
+//!   door serves an access token's; a request without one passes unchanged
+//!   (an `[auth]` check may read its own `Authorization` header). Behind
+//!   `[oauth]` the resource server takes personal tokens itself.
+//! - [`in_path`]: `/mcp/t/TOKEN`, for clients that can only be given a URL:
+//!   the token moves into the `Authorization` header and out of the path
+//!   before anything logs or reads it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{AUTHORIZATION, CONNECTION, RETRY_AFTER};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Json, Response};
+use serde_json::json;
+
+use crate::accounts::{TokenRefusal, Tokens};
+use crate::pipeline::Door;
+
+/// What [`accept`] needs: the tokens, and the door whose `auth_failures`
+/// allowance a refused token counts against.
+#[derive(Clone)]
+pub struct PersonalDoor {
+    pub tokens: Tokens,
+    pub door: Arc<Door>,
+}
+
+/// The route prefix of the path form: `/mcp/t/TOKEN`.
+pub const PATH_PREFIX: &str = "/mcp/t/";
+/// What the path form's token is replaced with in the request's URI.
+const REDACTED: &str = "/mcp/t/…";
+
+/// `router` taking personal tokens (see the module doc).
+pub fn accept(router: Router, st: &Arc<PersonalDoor>) -> Router {
+    router.layer(middleware::from_fn_with_state(st.clone(), personal))
+}
+
+/// `router` (the MCP routes at `/mcp/t/{token}`, behind their door) with
+/// the path's token moved into the `Authorization` header.
+pub fn in_path(router: Router) -> Router {
+    router.layer(middleware::from_fn(token_from_path))
+}
+
+async fn personal(State(st): State<Arc<PersonalDoor>>, mut req: Request, next: Next) -> Response {
+    let token = match req.headers().get(AUTHORIZATION).map(|v| v.to_str()) {
+        Some(Ok(value)) => match value.split_once(' ') {
+            Some((scheme, token))
+                if scheme.eq_ignore_ascii_case("bearer") && Tokens::is_personal(token.trim()) =>
+            {
+                token.trim().to_string()
+            }
+            _ => return next.run(req).await,
+        },
+        _ => return next.run(req).await,
+    };
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let failures = st.door.failures();
+    if let Err(wait) = failures.admit(client) {
+        let e = failures.refusal(wait);
+        let mut response = (
+            StatusCode::TOO_MANY_REQUESTS,
+            Json(json!({ "error": "too_many_requests", "error_description": e.message })),
+        )
+            .into_response();
+        let secs = e.retry_after.unwrap_or_default().as_secs().max(1);
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+        return response;
+    }
+    match st.tokens.principal(&token).await {
+        Ok(principal) => {
+            req.headers_mut().remove(AUTHORIZATION);
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(refusal) => {
+            let (status, description) = match refusal {
+                TokenRefusal::Invalid => {
+                    failures.failed(client);
+                    (
+                        StatusCode::UNAUTHORIZED,
+                        "the personal token is unknown, revoked or expired".to_string(),
+                    )
+                }
+                TokenRefusal::Unavailable(e) => {
+                    tracing::warn!(target: "hangar::tokens", "personal tokens: {e}");
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "personal tokens cannot be checked now".to_string(),
+                    )
+                }
+            };
+            tracing::info!(target: "hangar::tokens", path = %req.uri().path(), reason = %description, "token refused");
+            let mut response = (
+                status,
+                Json(json!({ "error": "invalid_token", "error_description": description })),
+            )
+                .into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer error=\"invalid_token\""),
+                );
+            }
+            if !http_body::Body::is_end_stream(req.body()) {
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }
+}
+
+/// Moves `/mcp/t/TOKEN`'s token into `Authorization` (replacing any there)
+/// and redacts it from the URI, so no later layer logs or reads it.
+async fn token_from_path(mut req: Request, next: Next) -> Response {
+    let token = (req.uri().path().strip_prefix(PATH_PREFIX))
+        .unwrap_or_default()
+        .to_string();
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}"));
+    let redacted = match req.uri().query() {
+        Some(q) => format!("{REDACTED}?{q}"),
+        None => REDACTED.to_string(),
+    };
+    if let Ok(uri) = redacted.parse::<Uri>() {
+        *req.uri_mut() = uri;
+    }
+    match bearer {
+        Ok(value) if !token.is_empty() && !token.contains('/') => {
+            req.headers_mut().insert(AUTHORIZATION, value);
+            next.run(req).await
+        }
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({ "error": "invalid_token", "error_description": "malformed token" })),
+        )
+            .into_response(),
+    }
+}
