@@ -18,6 +18,7 @@ one session's requests land on all of them. What the tests hold Hangar to:
 * SIGTERM to `scripts/cluster` stops every process it started.
 """
 
+import base64
 import json
 import queue
 import os
@@ -51,11 +52,26 @@ def redis_cli(*args) -> str:
     return out.stdout.strip()
 
 
-def config(workdir: Path, cache: Path) -> str:
+# Users' own accounts: sealed with one key on every replica.
+ENCRYPTION_KEY = base64.b64encode(os.urandom(32)).decode()
+
+
+def config(workdir: Path, cache: Path, url: str) -> str:
     return f"""
 [server]
 cache_dir = "{cache}"
 plugins = "{workdir / 'plugins'}"
+public_url = "{url}"
+
+[credentials]
+encryption_key = "{ENCRYPTION_KEY}"
+
+[credentials.paste]
+kind = "user-key"
+sources = ["user"]
+
+[plugins.http-fetch]
+grants = {{ credentials = ["paste"] }}
 
 [cluster]
 redis = "{REDIS_URL}"
@@ -95,12 +111,13 @@ cache = {{ ttl = "60s" }}
 class Cluster:
     def __init__(self, workdir: Path, cache: Path):
         (workdir / "plugins").mkdir()
-        for name in ("echo", "everything", "misbehave", "kv-counter", "wordcount", "csv-report"):
+        for name in ("echo", "everything", "misbehave", "kv-counter", "wordcount", "csv-report",
+                     "http-fetch"):
             (workdir / "plugins" / f"{name}.wasm").write_bytes(plugin_path(name).read_bytes())
-        self.config = workdir / "hangar.toml"
-        self.config.write_text(config(workdir, cache))
         self.addr = f"127.0.0.1:{free_port()}"
         self.url = f"http://{self.addr}"
+        self.config = workdir / "hangar.toml"
+        self.config.write_text(config(workdir, cache, self.url))
         self.log = open(workdir / "cluster.log", "w")
         self.proc = subprocess.Popen(
             ["bash", str(ROOT / "scripts" / "cluster"), "--replicas", str(REPLICAS),
@@ -398,6 +415,58 @@ def test_files_move_between_replicas(cluster):
     assert download.status_code == 200 and download.content == b"a\r\n1\r\n", download.text
     # An altered signature is refused there too.
     assert httpx.get(r1 + url.path + "?" + url.query.replace("sig=", "sig=00")).status_code == 403
+
+
+def hangar_token(cluster, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(HANGAR_BIN), "token", *args, "--config", str(cluster.config)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def pasted(url: str, headers: dict) -> tuple[bool, str]:
+    """What the guest's `credentials.get("paste")` gives a call to `url`."""
+    c = Mcp(url)
+    c.http.headers.update(headers)
+    r = c.call("credential", {"provider": "paste"})
+    assert "result" in r, r
+    return r["result"]["isError"], r["result"]["content"][0]["text"]
+
+
+def test_a_token_and_a_connection_made_through_one_replica_serve_every_replica(cluster):
+    """Issue 63: a personal token made with `hangar token` (kv in the
+    cluster's Redis) is taken by every replica; a key connected through
+    replica 1 is what a guest on replica 2 gets; disconnecting on replica 3
+    and revoking the token take effect everywhere."""
+    made = hangar_token(cluster, "create", f"ada-{RUN}")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("hgr_"), made.stdout
+    bearer = {"authorization": f"Bearer {token}"}
+    one, two, three = (cluster.replica_url(i) for i in (1, 2, 3))
+    # Not connected yet, on any replica.
+    is_error, text = pasted(two, bearer)
+    assert is_error and 'no credentials for "paste"' in text, text
+    r = httpx.post(f"{one}/connect/paste", json={"key": f"ada-key-{RUN}"}, headers=bearer)
+    assert r.status_code == 200, r.text
+    assert pasted(two, bearer) == (False, f"ada-key-{RUN}")
+    listed = httpx.get(f"{three}/connect", headers=bearer).json()["providers"]
+    assert [(p["name"], p["connected"]) for p in listed] == [("paste", True)], listed
+    # Disconnected through replica 3: gone on replica 2 once what it read
+    # lately (5 s) is stale.
+    assert httpx.delete(f"{three}/connect/paste", headers=bearer).status_code == 200
+    wait_for(lambda: time.sleep(0.25) or pasted(two, bearer)[0], 15,
+             "replica 2 to see the disconnection")
+    # The store holds no key in the clear, and no token.
+    keys = redis_cli("--scan", "--pattern", f"{PREFIX}:*").split()
+    for key in keys:
+        if redis_cli("TYPE", key) == "string":
+            value = redis_cli("GET", key)
+            assert token[4:] not in value and f"ada-key-{RUN}" not in value, key
+    # Revoked with the command: refused by every replica at once.
+    revoked = hangar_token(cluster, "revoke", f"ada-{RUN}")
+    assert revoked.returncode == 0, revoked.stderr
+    for url in (one, two, three):
+        r = httpx.get(f"{url}/connect", headers=bearer)
+        assert r.status_code == 401, (url, r.status_code, r.text)
 
 
 def test_calls_in_flight_on_a_killed_replica_end_with_an_answer_or_an_error_never_a_hang(cluster):
