@@ -41,7 +41,7 @@ def test_execution_disabled_is_403_before_anything_else(start_server):
         assert r.status_code == 403 and r.json() == {"error": "Tool execution is disabled."}
     assert httpx.get(s.url + "/tools").status_code == 200
     page = httpx.get(s.url + "/ui").text
-    assert '{"allowExecute": false}' in page
+    assert '{"allowExecute": false, "connections": false}' in page
 
 
 def test_ui_can_be_turned_off(start_server):

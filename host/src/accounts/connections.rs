@@ -184,6 +184,11 @@ impl Accounts {
         problems
     }
 
+    /// Whether the current config has any per-user provider.
+    pub fn configured(&self) -> bool {
+        !self.setup.load().providers.is_empty()
+    }
+
     /// Whether `name` is a per-user provider of the current config.
     pub fn has(&self, name: &str) -> bool {
         self.setup.load().providers.contains_key(name)

@@ -44,12 +44,25 @@ pub enum ConnectError {
     Provider(String),
     /// The kv store could not be used (503).
     Unavailable(String),
+    /// A personal token that is unknown, revoked or expired (401).
+    InvalidToken,
+    /// The client failed to authenticate too often lately; retry after
+    /// this long (429).
+    Throttled(std::time::Duration),
 }
 
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnectError::NotFound(name) => write!(f, "no per-user provider \"{name}\""),
+            ConnectError::InvalidToken => {
+                f.write_str("the personal token is unknown, revoked or expired")
+            }
+            ConnectError::Throttled(wait) => write!(
+                f,
+                "too many failed authentications from this client: retry in {}s",
+                wait.as_secs().max(1)
+            ),
             ConnectError::Unauthorized(m)
             | ConnectError::Refused(m)
             | ConnectError::Provider(m)
@@ -158,6 +171,17 @@ impl Accounts {
                 url
             }
         }
+    }
+
+    /// A connect URL of provider `name` for `subject`, with its ticket (for
+    /// a page that has the caller's credentials but cannot hand them to
+    /// the browser tab it opens: the explorer).
+    pub async fn link(&self, name: &str, subject: &str) -> Result<String, ConnectError> {
+        if !self.has(name) {
+            return Err(ConnectError::NotFound(name.to_string()));
+        }
+        let setup = self.setup.load_full();
+        Ok(self.connect_url(&setup, name, Some(subject)).await)
     }
 
     /// The subject a connect URL's ticket was made for; the ticket is used up.

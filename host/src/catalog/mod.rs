@@ -113,6 +113,8 @@ pub struct Catalog {
     per_caller: bool,
     /// `[server] hide_unconnected`, when some tool `requires` a provider.
     hides_unconnected: bool,
+    /// Some tool `requires` a provider.
+    requires_any: bool,
     /// Users' connections: what `hide_unconnected` asks whether a provider
     /// resolves for a caller.
     accounts: Option<Arc<crate::accounts::Accounts>>,
@@ -200,7 +202,8 @@ impl Catalog {
     /// What listings and lookups need worked out once: the search index,
     /// and whether answers depend on the caller.
     fn index(&mut self) {
-        self.hides_unconnected &= self.order.iter().any(|t| !t.stages.requires.is_empty());
+        self.requires_any = self.order.iter().any(|t| !t.stages.requires.is_empty());
+        self.hides_unconnected &= self.requires_any;
         self.per_caller = self.hides_unconnected
             || self.default_auth.is_some()
             || self.has_restricted()
@@ -338,6 +341,12 @@ impl Catalog {
     /// tool `requires` one).
     pub fn hides_unconnected(&self) -> bool {
         self.hides_unconnected
+    }
+
+    /// Whether some tool `requires` a provider (so what a listing says of a
+    /// tool, `read_tool`'s `connected`, depends on the caller).
+    pub fn requires_any(&self) -> bool {
+        self.requires_any
     }
 
     /// Users' connections (none in a catalog built without them).

@@ -98,6 +98,7 @@ impl Catalog {
             toolsets: self.toolsets.clone(),
             per_caller: false,
             hides_unconnected: config.server.hide_unconnected,
+            requires_any: false,
             accounts: self.accounts.clone(),
             code: self.code.clone(),
         };

@@ -215,7 +215,7 @@ impl Pipeline {
         if let Some(gate) = self.catalog.scope(cx.toolset.as_ref()).auth() {
             return self.door.lister(gate, cx).await;
         }
-        if !self.catalog.has_restricted() && !self.catalog.hides_unconnected() {
+        if !self.catalog.has_restricted() && !self.catalog.requires_any() {
             return None;
         }
         // Without a server-wide check, the bearer token's principal (if any).

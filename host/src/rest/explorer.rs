@@ -24,10 +24,13 @@ const VERSION_SLOT: &str = r#"/*HANGAR_VERSION*/"0.0.0"/*END*/"#;
 const NONCE_SLOT: &str = r#"<script nonce="HANGAR_NONCE">"#;
 
 /// The page with this server's settings filled in.
-pub fn page(allow_execute: bool) -> Response {
+/// `connections`: the server has per-user providers (the Connections view).
+pub fn page(allow_execute: bool, connections: bool) -> Response {
     // 122 random bits from a CSPRNG, as hex: fit for a CSP nonce.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let config = format!(r#"/*HANGAR_CONFIG*/{{"allowExecute": {allow_execute}}}/*END*/"#);
+    let config = format!(
+        r#"/*HANGAR_CONFIG*/{{"allowExecute": {allow_execute}, "connections": {connections}}}/*END*/"#
+    );
     let version = format!(
         r#"/*HANGAR_VERSION*/"{}"/*END*/"#,
         env!("CARGO_PKG_VERSION")
@@ -90,7 +93,7 @@ mod tests {
                 .trim_end_matches('\'')
                 .to_string()
         };
-        let (a, b) = (page(true), page(false));
+        let (a, b) = (page(true, false), page(false, false));
         let (na, nb) = (nonce_of(&a), nonce_of(&b));
         assert_eq!(na.len(), 32);
         assert_ne!(na, nb);

@@ -58,7 +58,9 @@ async fn openapi_json(caller: Caller) -> Response {
 }
 
 async fn explorer_page(State(rest): State<Arc<Rest>>) -> Response {
-    explorer::page(rest.allow_execute)
+    let pipeline = rest.pipeline.current();
+    let connections = (pipeline.catalog().accounts()).is_some_and(|a| a.configured());
+    explorer::page(rest.allow_execute, connections)
 }
 
 /// A catalog entry as `GET /tools` lists it.

@@ -7,7 +7,9 @@
 //! - `GET /connect/NAME/callback` — the provider sends the browser back here;
 //! - `POST /connect/NAME` — the key, from that page (or as JSON with the
 //!   caller's credentials);
-//! - `DELETE /connect/NAME` — disconnects.
+//! - `DELETE /connect/NAME` — disconnects;
+//! - `POST /connect/NAME/link` — a connect URL with a ticket, for a page
+//!   holding the caller's credentials to open in a tab that does not.
 //!
 //! The caller is proved by a bearer token (`[oauth]`), the server-wide
 //! `[auth]` check, or — for a browser that holds neither — the single-use
@@ -60,6 +62,7 @@ pub fn router(state: Arc<ConnectState>) -> Router {
             get(start).post(submit).delete(disconnect),
         )
         .route("/connect/{name}/callback", get(callback))
+        .route("/connect/{name}/link", axum::routing::post(link))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -76,38 +79,55 @@ enum Check {
 }
 
 /// Who the request's credentials prove: a bearer token under `[oauth]`, a
-/// personal token, else the server-wide `[auth]` check. `None`: nobody.
+/// personal token, else the server-wide `[auth]` check. `None`: nobody (or
+/// a client over its `auth_failures` allowance, unchecked).
 async fn caller(
     st: &ConnectState,
     headers: &HeaderMap,
     client: SocketAddr,
     check: Check,
 ) -> Option<Principal> {
-    if let Some(rs) = &st.oauth
-        && headers.contains_key(axum::http::header::AUTHORIZATION)
-        && let Ok(p) = rs.authenticate(headers, Some(client.ip())).await
-    {
-        return Some(p);
-    }
+    proved(st, headers, client, check).await.ok()
+}
+
+/// [`caller`], or why nobody: no credentials (or refused ones), a personal
+/// token that is no good, a client over its allowance.
+async fn proved(
+    st: &ConnectState,
+    headers: &HeaderMap,
+    client: SocketAddr,
+    check: Check,
+) -> Result<Principal, ConnectError> {
+    let door = st.pipeline.current().door().clone();
+    let failures = door.failures();
+    failures
+        .admit(Some(client.ip()))
+        .map_err(ConnectError::Throttled)?;
     if let Some(token) = personal_token(headers) {
-        let door = st.pipeline.current().door().clone();
-        let failures = door.failures();
-        failures.admit(Some(client.ip())).ok()?;
         return match st.tokens.principal(token).await {
-            Ok(p) => Some(p),
+            Ok(p) => Ok(p),
             Err(TokenRefusal::Invalid) => {
                 if check == Check::Counted {
                     failures.failed(Some(client.ip()));
                 }
-                None
+                Err(ConnectError::InvalidToken)
             }
-            Err(TokenRefusal::Unavailable(_)) => None,
+            Err(TokenRefusal::Unavailable(e)) => Err(ConnectError::Unavailable(format!(
+                "personal tokens cannot be checked now: {e}"
+            ))),
         };
+    }
+    if let Some(rs) = &st.oauth
+        && headers.contains_key(axum::http::header::AUTHORIZATION)
+        && let Ok(p) = rs.authenticate(headers, Some(client.ip())).await
+    {
+        return Ok(p);
     }
     let request = RequestInfo::new(Transport::Rest, "GET", "/connect", headers, Some(client));
     (st.pipeline.current())
         .request_principal(request, check == Check::Counted)
         .await
+        .ok_or_else(unproved)
 }
 
 /// The personal token (`Bearer hgr_…`) a request carries, if any.
@@ -124,7 +144,8 @@ fn personal_token(headers: &HeaderMap) -> Option<&str> {
 fn refusal(e: &ConnectError) -> StatusCode {
     match e {
         ConnectError::NotFound(_) => StatusCode::NOT_FOUND,
-        ConnectError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        ConnectError::Unauthorized(_) | ConnectError::InvalidToken => StatusCode::UNAUTHORIZED,
+        ConnectError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
         ConnectError::Refused(_) => StatusCode::BAD_REQUEST,
         ConnectError::Provider(_) => StatusCode::BAD_GATEWAY,
         ConnectError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -132,7 +153,37 @@ fn refusal(e: &ConnectError) -> StatusCode {
 }
 
 fn json_error(e: &ConnectError) -> Response {
-    (refusal(e), Json(json!({ "error": e.to_string() }))).into_response()
+    let mut response = match e {
+        ConnectError::InvalidToken => (
+            refusal(e),
+            Json(json!({ "error": "invalid_token", "error_description": e.to_string() })),
+        )
+            .into_response(),
+        _ => (refusal(e), Json(json!({ "error": e.to_string() }))).into_response(),
+    };
+    challenge(e, &mut response);
+    response
+}
+
+/// The headers a refusal carries: the bearer challenge of a bad personal
+/// token, when to retry a throttled client.
+fn challenge(e: &ConnectError, response: &mut Response) {
+    let headers = response.headers_mut();
+    match e {
+        ConnectError::InvalidToken => {
+            headers.insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
+        }
+        ConnectError::Throttled(wait) => {
+            headers.insert(
+                axum::http::header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
+            );
+        }
+        _ => {}
+    }
 }
 
 fn unproved() -> ConnectError {
@@ -148,11 +199,30 @@ async fn list(
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(p) = caller(&st, &headers, client, Check::Counted).await else {
-        return json_error(&unproved());
+    let p = match proved(&st, &headers, client, Check::Counted).await {
+        Ok(p) => p,
+        Err(e) => return json_error(&e),
     };
     match st.accounts.list(&p.subject).await {
         Ok(providers) => Json(json!({ "providers": providers })).into_response(),
+        Err(e) => json_error(&e),
+    }
+}
+
+/// `POST /connect/NAME/link`: `{"url"}`, a connect URL with a ticket for
+/// the caller its credentials prove (what the explorer opens in a new tab).
+async fn link(
+    State(st): State<Arc<ConnectState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let p = match proved(&st, &headers, client, Check::Counted).await {
+        Ok(p) => p,
+        Err(e) => return json_error(&e),
+    };
+    match st.accounts.link(&name, &p.subject).await {
+        Ok(url) => Json(json!({ "url": url })).into_response(),
         Err(e) => json_error(&e),
     }
 }
@@ -189,10 +259,7 @@ async fn start(
             },
             Err(e) => Err(e),
         },
-        None => match caller(&st, &headers, client, Check::Counted).await {
-            Some(p) => Ok(p.subject),
-            None => Err(unproved()),
-        },
+        None => (proved(&st, &headers, client, Check::Counted).await).map(|p| p.subject),
     };
     let started = match subject {
         Ok(subject) => (st.accounts.start(&name, &subject).await).map(|s| (s, subject)),
@@ -331,9 +398,9 @@ async fn submit(
                 .submit_key(&name, state, cookie.as_deref(), who.as_deref(), &form.key)
                 .await
         }
-        None => match caller(&st, &headers, client, Check::Counted).await {
-            Some(p) => st.accounts.store_key(&name, &p.subject, &form.key).await,
-            None => Err(unproved()),
+        None => match proved(&st, &headers, client, Check::Counted).await {
+            Ok(p) => st.accounts.store_key(&name, &p.subject, &form.key).await,
+            Err(e) => Err(e),
         },
     };
     match (outcome, json) {
@@ -355,8 +422,9 @@ async fn disconnect(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(p) = caller(&st, &headers, client, Check::Counted).await else {
-        return json_error(&unproved());
+    let p = match proved(&st, &headers, client, Check::Counted).await {
+        Ok(p) => p,
+        Err(e) => return json_error(&e),
     };
     match st.accounts.disconnect(&name, &p.subject).await {
         Ok(()) => Json(json!({ "connected": false })).into_response(),
