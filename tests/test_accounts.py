@@ -544,6 +544,56 @@ def test_a_short_lived_token_is_refreshed_one_refresh_at_a_time(short_lived, pro
     assert_nowhere_at_rest(server, first, second, *third)
 
 
+def test_two_replicas_refresh_a_connection_once(tmp_path_factory, provider):
+    """Two Hangars sharing one kv store (Redis, as replicas do): a user
+    connected through the first, whose access token expired, calls both at
+    once. The provider rotates refresh tokens and revokes the grant when one
+    is used twice, so a refresh on each replica would end in errors and a
+    lost connection: one replica refreshes, the other waits for what it
+    stores, and every call gets a working token."""
+    from conftest import REDIS_URL
+    prefix = f"hangar-test-accounts:{os.urandom(6).hex()}"
+    a = Server(tmp_path_factory.mktemp("replica-a"), ("http-fetch", "api-key"))
+    b = Server(tmp_path_factory.mktemp("replica-b"), ("http-fetch", "api-key"))
+    client = provider.register(f"{a.url}/connect/notes/callback", "short-lived")
+    shared = f"""
+[kv]
+backend = "redis"
+url = "{REDIS_URL}"
+prefix = "{prefix}"
+"""
+    extra = f'redirect_uri = "{a.url}/connect/notes/callback"\n'
+    for s in (a, b):
+        public_config(s, API_KEY_AUTH + ENCRYPTION + notes_provider(provider, client, extra)
+                      + GRANTS + shared)
+        s.env = {"HANGAR_CREDENTIALS_KEY": ENCRYPTION_KEY,
+                 NOTES_SECRET_ENV: client["client_secret"]}
+        s.start()
+    try:
+        assert_connected_page(connect(a, "judy"))
+        connected_at = time.monotonic()
+        first = token_of(b, as_user("judy"))  # made through a, read on b
+        assert_user_token(provider, first, "judy")
+        for round_ in range(2):
+            wait_for(lambda: time.monotonic() > connected_at + 5, 10, "the access token to expire")
+            with ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(lambda i: credential((a, b)[i % 2], as_user("judy")),
+                                        range(16)))
+            connected_at = time.monotonic()
+            assert all(not is_error for is_error, _ in results), results
+            tokens = {text for _, text in results}
+            assert first not in tokens
+            for token in tokens:
+                assert_user_token(provider, token, "judy")
+        assert connected(a, as_user("judy")) and connected(b, as_user("judy"))
+    finally:
+        a.stop()
+        b.stop()
+        from test_kv import redis_command, redis_keys
+        for k in redis_keys(f"{prefix}*"):
+            redis_command("DEL", k)
+
+
 def test_a_revoked_grant_asks_the_user_to_connect_again(short_lived, provider):
     server, client = short_lived
     assert_connected_page(connect(server, "bob"))

@@ -6,6 +6,12 @@
 use std::sync::Arc;
 
 use super::connections::{Accounts, Connection, Kind, Setup, UserProvider, row_key};
+
+/// The kv namespace of refresh claims (one per connection being refreshed).
+const REFRESHING: &str = "accounts/refreshing";
+/// How long a refresh claim holds (the grant's own timeout is 10 s): a
+/// replica that dies while refreshing blocks the others no longer.
+const REFRESH_CLAIM: std::time::Duration = std::time::Duration::from_secs(15);
 use super::provider::{self, GrantError};
 use crate::call::Principal;
 use crate::config::Source;
@@ -151,9 +157,86 @@ impl Accounts {
         let Some(refresh) = current.refresh.clone().filter(|_| current.stale()) else {
             return Ok(Some(current.token));
         };
+        // One refresh at a time across the replicas too: a replica that
+        // finds the claim held waits for what the holder stores (a provider
+        // that rotates refresh tokens refuses the second use of one, and
+        // may revoke the whole grant for it).
+        if !self.claim_refresh(&row).await {
+            drop(_one_at_a_time);
+            self.forget_lock(&row);
+            return self
+                .refreshed_elsewhere(setup, name, subject, current)
+                .await;
+        }
         let outcome = provider::refresh(&self.http, settings, &refresh).await;
+        let handled = self
+            .take_refresh(setup, name, subject, current, outcome)
+            .await;
+        self.release_refresh(&row).await;
         drop(_one_at_a_time);
         self.forget_lock(&row);
+        handled
+    }
+
+    /// Holds the store-wide claim on refreshing `row` (true also when the
+    /// store cannot say: then only this process's lock holds).
+    async fn claim_refresh(&self, row: &str) -> bool {
+        let Ok(kv) = self.kv() else {
+            return true;
+        };
+        kv.host_claim(REFRESHING, row, REFRESH_CLAIM.as_millis() as u64)
+            .await
+            .unwrap_or(true)
+    }
+
+    async fn release_refresh(&self, row: &str) {
+        if let Ok(kv) = self.kv() {
+            let _ = kv.host_delete(REFRESHING, row).await;
+        }
+    }
+
+    /// The connection another replica is refreshing, once it has stored it
+    /// (or removed it: the provider refused). Waits up to [`REFRESH_CLAIM`],
+    /// or until the claim is given up with nothing new stored; then the old
+    /// token while it is valid.
+    async fn refreshed_elsewhere(
+        &self,
+        setup: &Setup,
+        name: &str,
+        subject: &str,
+        current: Connection,
+    ) -> Result<Option<String>, String> {
+        let deadline = tokio::time::Instant::now() + REFRESH_CLAIM;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            match self.load_stored(setup, name, subject).await? {
+                Some(c) if !c.stale() => return Ok(Some(c.token)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+            // Released with nothing new stored: that refresh failed.
+            let row = row_key(name, subject);
+            if matches!(self.kv()?.host_get(REFRESHING, &row).await, Ok(None)) {
+                break;
+            }
+        }
+        if current.expired() {
+            return Err(format!(
+                "credentials: {name}: refreshing the connection is taking too long"
+            ));
+        }
+        Ok(Some(current.token))
+    }
+
+    /// What a refresh grant answered: stored (or the connection removed).
+    async fn take_refresh(
+        &self,
+        setup: &Setup,
+        name: &str,
+        subject: &str,
+        current: Connection,
+        outcome: Result<provider::Tokens, GrantError>,
+    ) -> Result<Option<String>, String> {
         match outcome {
             Ok(tokens) => {
                 let mut next = Connection::new(tokens, current.account);

@@ -59,6 +59,16 @@ pub(super) trait Backend: Send + Sync {
         delta: i64,
         max_keys: u64,
     ) -> BoxFuture<'a, Result<i64>>;
+    /// Sets `key` to `value` for `ttl_ms` only if it holds no live value:
+    /// whether it did (of two claimers of one key, one gets it). A claim
+    /// is not counted against `max_keys`.
+    fn claim<'a>(
+        &'a self,
+        ns: &'a str,
+        key: &'a str,
+        value: Vec<u8>,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool>>;
     /// The live keys of `ns`, at most `limit` of them (in no set order).
     fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>>;
     /// Where the data lives, for the log (no credentials).

@@ -216,6 +216,35 @@ impl Backend for Embedded {
         })
     }
 
+    fn claim<'a>(
+        &'a self,
+        ns: &'a str,
+        key: &'a str,
+        value: Vec<u8>,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let (ns, key) = (ns.to_owned(), key.to_owned());
+        self.run(move |conn| {
+            let now = now_ms();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db)?;
+            tx.execute(
+                "DELETE FROM kv WHERE plugin = ?1 AND key = ?2 AND expires_at <= ?3",
+                params![ns, key, now],
+            )
+            .map_err(db)?;
+            let added = tx
+                .execute(
+                    "INSERT OR IGNORE INTO kv (plugin, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![ns, key, value, now.saturating_add(ttl_ms as i64)],
+                )
+                .map_err(db)?;
+            tx.commit().map_err(db)?;
+            Ok(added == 1)
+        })
+    }
+
     fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>> {
         let ns = ns.to_owned();
         self.run(move |conn| {

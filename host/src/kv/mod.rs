@@ -204,6 +204,14 @@ impl KvStore {
         self.backend.take(ns, key).await
     }
 
+    /// Holds `key` for `ttl_ms` unless someone holds it: whether this did
+    /// (a lock across processes sharing the store; released by deleting it).
+    pub async fn host_claim(&self, ns: &str, key: &str, ttl_ms: u64) -> Result<bool> {
+        debug_assert!(ns.contains('/'), "host namespaces hold a '/'");
+        self.check_key(key)?;
+        self.backend.claim(ns, key, b"1".to_vec(), ttl_ms).await
+    }
+
     /// The live keys of `ns`, at most `limit` (the host's own listings:
     /// personal tokens).
     pub async fn host_keys(&self, ns: &str, limit: usize) -> Result<Vec<String>> {
@@ -247,6 +255,25 @@ mod tests {
         let zero = store.set("p", "k", vec![1], Some(0)).await;
         assert!(matches!(zero, Err(KvError::Invalid(_))));
         store.set("p", "k", vec![0; 8], Some(60_000)).await.unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_claim_is_held_by_one_until_it_is_deleted_or_expires() {
+        let dir = std::env::temp_dir().join(format!("hangar-kv-claim-{}", uuid::Uuid::new_v4()));
+        let (store, _) = open(&KvConfig::default(), &dir, None).await;
+        let store = store.unwrap();
+        let ns = "host/claims";
+        assert!(store.host_claim(ns, "row", 60_000).await.unwrap());
+        assert!(!store.host_claim(ns, "row", 60_000).await.unwrap());
+        assert!(store.host_claim(ns, "other", 60_000).await.unwrap());
+        store.host_delete(ns, "row").await.unwrap();
+        assert!(store.host_claim(ns, "row", 100).await.unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        assert!(store.host_claim(ns, "row", 60_000).await.unwrap());
+        let mut keys = store.host_keys(ns, 10).await.unwrap();
+        keys.sort();
+        assert_eq!(keys, ["other", "row"]);
         std::fs::remove_dir_all(dir).ok();
     }
 }

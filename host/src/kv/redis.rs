@@ -262,6 +262,29 @@ impl Backend for Redis {
         })
     }
 
+    fn claim<'a>(
+        &'a self,
+        ns: &'a str,
+        key: &'a str,
+        value: Vec<u8>,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut con = self.connection().await?;
+            // Not in the plugin's index: a claim is not one of its keys.
+            let set: Option<String> = ::redis::cmd("SET")
+                .arg(self.key(ns, key))
+                .arg(value)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms.max(1))
+                .query_async(&mut con)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            Ok(set.is_some())
+        })
+    }
+
     fn keys<'a>(&'a self, ns: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<String>>> {
         Box::pin(async move {
             let mut con = self.connection().await?;
