@@ -97,11 +97,12 @@ impl Pipeline {
         let gate = self.catalog.scope(cx.toolset.as_ref()).auth();
         proceed(cx, clock, Stage::Auth, auth.is_some() || gate.is_some())?;
         if let Some(gate) = gate {
-            cx.principal = Some(self.door.check(gate, name, cx).await?);
+            let principal = self.door.check(gate, name, cx).await?;
+            cx.principal = Some(with_access_token(principal, cx));
         }
         if let Some(auth) = auth {
             match self.door.check(auth, name, cx).await {
-                Ok(principal) => cx.principal = Some(principal),
+                Ok(principal) => cx.principal = Some(with_access_token(principal, cx)),
                 Err(e) if hidden && e.kind == ErrorKind::Unauthorized => {
                     return Err(CallError::not_found(name));
                 }
@@ -305,6 +306,20 @@ struct OutputPayload<'a> {
     result: &'a ToolResult,
 }
 
+/// `principal`, as an auth check named it, with the OAuth access token the
+/// request came with when the check names the token's own subject (an
+/// upstream's token exchange acts on it). A check naming someone else gets
+/// none: the token is not theirs to exchange.
+fn with_access_token(mut principal: Principal, cx: &CallContext) -> Principal {
+    if principal.access_token.is_none()
+        && let Some(door) = &cx.principal
+        && door.subject == principal.subject
+    {
+        principal.access_token = door.access_token.clone();
+    }
+    principal
+}
+
 /// Stops the call before `next` if its caller cancelled it.
 fn not_cancelled(cx: &CallContext, next: Stage) -> Result<(), CallError> {
     if cx.cancel.is_cancelled() {
@@ -361,5 +376,27 @@ async fn execute(
                 .await
         }
         Backend::Upstream { upstream, remote } => upstream.call(remote, args, cx).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::AccessToken;
+
+    #[test]
+    fn a_check_naming_the_tokens_subject_keeps_the_token_and_another_does_not() {
+        let mut cx = CallContext::new(None);
+        let mut door = Principal::new("alice", json!({}));
+        door.access_token = Some(AccessToken::new("the-token"));
+        cx.principal = Some(door);
+        let same = with_access_token(Principal::new("alice", json!({"role": "x"})), &cx);
+        assert_eq!(
+            same.access_token.map(|t| t.secret().to_string()),
+            Some("the-token".into())
+        );
+        let other = with_access_token(Principal::new("mallory", json!({})), &cx);
+        assert!(other.access_token.is_none());
+        assert!(!format!("{same_debug:?}", same_debug = cx.principal).contains("the-token"));
     }
 }
