@@ -188,7 +188,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
         accounts: hangar.loader.accounts().clone(),
         pipeline: hangar.pipeline.clone(),
         oauth: oauth.clone(),
-        tokens: personal.tokens.clone(),
+        personal: personal.clone(),
         secure: (server.public_url.as_deref()).is_some_and(|u| u.starts_with("https://")),
     }));
     let guarded = Router::new()

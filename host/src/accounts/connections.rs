@@ -2,17 +2,19 @@
 //! connections to them, each a sealed row of the kv store keyed by
 //! provider and a digest of the subject.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use crate::call::Principal;
 use crate::config::{CredentialConfig, Source};
 use crate::kv::KvStore;
 
+use super::locks::KeyedLocks;
 use super::provider::{self, OAuthSettings};
 use super::seal::Sealer;
 
@@ -39,7 +41,7 @@ pub struct Accounts {
     pub(super) setup: ArcSwap<Setup>,
     /// One refresh at a time per connection row: the others wait for it and
     /// read what it stored.
-    pub(super) refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pub(super) refreshing: KeyedLocks,
     /// Connections read lately, by row, with when they were read (see [`KEPT_FOR`]).
     kept: quick_cache::sync::Cache<String, (std::time::Instant, Option<Connection>)>,
 }
@@ -69,6 +71,13 @@ pub(super) enum Kind {
 }
 
 impl UserProvider {
+    /// Its value for the caller's team (`teams[<the team_claim claim>]`).
+    pub(super) fn team_value(&self, principal: Option<&Principal>) -> Option<&String> {
+        let claim = self.team_claim.as_deref()?;
+        let team = principal?.claims.get(claim)?.as_str()?;
+        self.teams.get(team)
+    }
+
     /// The config's name of its kind.
     pub fn kind(&self) -> &'static str {
         match self.kind {
@@ -126,7 +135,7 @@ impl Accounts {
             kv,
             http: crate::outbound::client(tls, std::time::Duration::from_secs(10)),
             setup: ArcSwap::from_pointee(Setup::default()),
-            refreshing: Mutex::default(),
+            refreshing: KeyedLocks::default(),
             kept: quick_cache::sync::Cache::new(KEPT_CAPACITY),
         }
     }

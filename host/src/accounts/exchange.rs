@@ -9,11 +9,12 @@
 //! asked as the other grants of this module are: HTTP Basic client
 //! authentication, the answer read under a size cap and a timeout.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::Digest as _;
 
+use super::locks::KeyedLocks;
 use super::provider::{self, GrantError};
 
 /// `grant_type` of RFC 8693.
@@ -47,7 +48,7 @@ pub struct Exchanger {
     /// Exchanged tokens by digest of the subject token, with when to stop using them.
     kept: quick_cache::sync::Cache<String, (Arc<str>, Instant)>,
     /// One exchange at a time per subject token.
-    running: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    running: KeyedLocks,
 }
 
 impl Exchanger {
@@ -56,7 +57,7 @@ impl Exchanger {
             settings,
             http: crate::outbound::client(tls, Duration::from_secs(10)),
             kept: quick_cache::sync::Cache::new(KEPT),
-            running: Mutex::default(),
+            running: KeyedLocks::default(),
         }
     }
 
@@ -67,10 +68,7 @@ impl Exchanger {
         if let Some(token) = self.fresh(&key) {
             return Ok(token);
         }
-        let lock = {
-            let mut running = self.running.lock().expect("not poisoned");
-            running.entry(key.clone()).or_default().clone()
-        };
+        let lock = self.running.get(&key);
         let outcome = async {
             let _one_at_a_time = lock.lock().await;
             // Another call may have exchanged it while this one waited.
@@ -80,10 +78,7 @@ impl Exchanger {
             self.exchange(&key, subject_token).await
         }
         .await;
-        let mut running = self.running.lock().expect("not poisoned");
-        if running.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
-            running.remove(&key);
-        }
+        self.running.forget(&key, lock);
         outcome
     }
 

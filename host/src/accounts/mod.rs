@@ -22,6 +22,7 @@ mod command;
 mod connections;
 mod exchange;
 mod flows;
+mod locks;
 mod provider;
 mod resolve;
 mod seal;

@@ -3,8 +3,6 @@
 //! expire, one refresh at a time), its team's value, the server-wide one —
 //! or an error naming a connect URL for that caller.
 
-use std::sync::Arc;
-
 use super::connections::{Accounts, Connection, Kind, Setup, UserProvider, row_key};
 
 /// The kv namespace of refresh claims (one per connection being refreshed).
@@ -63,11 +61,7 @@ impl Accounts {
                     }
                 }
                 Source::Team => {
-                    let team = (provider.team_claim.as_deref())
-                        .zip(principal)
-                        .and_then(|(claim, p)| p.claims.get(claim))
-                        .and_then(|v| v.as_str());
-                    if let Some(value) = team.and_then(|t| provider.teams.get(t)) {
+                    if let Some(value) = provider.team_value(principal) {
                         return Ok(value.clone());
                     }
                 }
@@ -105,11 +99,7 @@ impl Accounts {
                     ),
                     None => false,
                 },
-                Source::Team => (provider.team_claim.as_deref())
-                    .zip(principal)
-                    .and_then(|(claim, p)| p.claims.get(claim))
-                    .and_then(|v| v.as_str())
-                    .is_some_and(|team| provider.teams.contains_key(team)),
+                Source::Team => provider.team_value(principal).is_some(),
                 Source::Default => provider.default.is_some(),
             };
             if found {
@@ -148,9 +138,26 @@ impl Accounts {
             return Ok((!found.expired()).then_some(found.token));
         }
         let row = row_key(name, subject);
-        let lock = self.refresh_lock(&row);
-        let _one_at_a_time = lock.lock().await;
-        // Another call may have refreshed it while this one waited.
+        let lock = self.refreshing.get(&row);
+        let outcome = {
+            let _one_at_a_time = lock.lock().await;
+            self.refresh_held(setup, name, settings, subject, &row)
+                .await
+        };
+        self.refreshing.forget(&row, lock);
+        outcome
+    }
+
+    /// The refresh of `row`, under its lock: another call may have done it
+    /// meanwhile (then its token), else this one does.
+    async fn refresh_held(
+        &self,
+        setup: &Setup,
+        name: &str,
+        settings: &provider::OAuthSettings,
+        subject: &str,
+        row: &str,
+    ) -> Result<Option<String>, String> {
         let Some(current) = self.load_stored(setup, name, subject).await? else {
             return Ok(None);
         };
@@ -161,9 +168,7 @@ impl Accounts {
         // finds the claim held waits for what the holder stores (a provider
         // that rotates refresh tokens refuses the second use of one, and
         // may revoke the whole grant for it).
-        if !self.claim_refresh(&row).await {
-            drop(_one_at_a_time);
-            self.forget_lock(&row);
+        if !self.claim_refresh(row).await {
             return self
                 .refreshed_elsewhere(setup, name, subject, current)
                 .await;
@@ -172,9 +177,7 @@ impl Accounts {
         let handled = self
             .take_refresh(setup, name, subject, current, outcome)
             .await;
-        self.release_refresh(&row).await;
-        drop(_one_at_a_time);
-        self.forget_lock(&row);
+        self.release_refresh(row).await;
         handled
     }
 
@@ -263,18 +266,6 @@ impl Accounts {
             Err(GrantError::Failed(why)) => Err(format!(
                 "credentials: {name}: refreshing the connection failed: {why}"
             )),
-        }
-    }
-
-    fn refresh_lock(&self, row: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.refreshing.lock().expect("not poisoned");
-        locks.entry(row.to_string()).or_default().clone()
-    }
-
-    fn forget_lock(&self, row: &str) {
-        let mut locks = self.refreshing.lock().expect("not poisoned");
-        if locks.get(row).is_some_and(|l| Arc::strong_count(l) == 1) {
-            locks.remove(row);
         }
     }
 }

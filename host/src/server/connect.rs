@@ -32,7 +32,8 @@ use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::accounts::{Accounts, ConnectError, Next, TokenRefusal, Tokens};
+use super::tokens::{PersonalDoor, Unproved};
+use crate::accounts::{Accounts, ConnectError, Next};
 use crate::oauth::ResourceServer;
 use crate::pipeline::{Live, Principal, RequestInfo, Transport};
 
@@ -49,7 +50,7 @@ pub struct ConnectState {
     pub pipeline: Live,
     pub oauth: Option<Arc<ResourceServer>>,
     /// Personal tokens (`hgr_…`), which prove a caller here too.
-    pub tokens: Tokens,
+    pub personal: Arc<PersonalDoor>,
     /// `Secure` cookies, when the public URL is HTTPS.
     pub secure: bool,
 }
@@ -98,24 +99,23 @@ async fn proved(
     client: SocketAddr,
     check: Check,
 ) -> Result<Principal, ConnectError> {
-    let door = st.pipeline.current().door().clone();
-    let failures = door.failures();
-    failures
+    (st.personal.door.failures())
         .admit(Some(client.ip()))
         .map_err(ConnectError::Throttled)?;
-    if let Some(token) = personal_token(headers) {
-        return match st.tokens.principal(token).await {
-            Ok(p) => Ok(p),
-            Err(TokenRefusal::Invalid) => {
-                if check == Check::Counted {
-                    failures.failed(Some(client.ip()));
-                }
-                Err(ConnectError::InvalidToken)
-            }
-            Err(TokenRefusal::Unavailable(e)) => Err(ConnectError::Unavailable(format!(
-                "personal tokens cannot be checked now: {e}"
-            ))),
-        };
+    match st
+        .personal
+        .prove(headers, Some(client.ip()), check == Check::Counted)
+        .await
+    {
+        Some(Ok(p)) => return Ok(p),
+        Some(Err(Unproved::Throttled(wait))) => return Err(ConnectError::Throttled(wait)),
+        Some(Err(Unproved::Invalid)) => return Err(ConnectError::InvalidToken),
+        Some(Err(Unproved::Unavailable)) => {
+            return Err(ConnectError::Unavailable(
+                "personal tokens cannot be checked now".into(),
+            ));
+        }
+        None => {}
     }
     if let Some(rs) = &st.oauth
         && headers.contains_key(axum::http::header::AUTHORIZATION)
@@ -128,17 +128,6 @@ async fn proved(
         .request_principal(request, check == Check::Counted)
         .await
         .ok_or_else(unproved)
-}
-
-/// The personal token (`Bearer hgr_…`) a request carries, if any.
-fn personal_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && Tokens::is_personal(token.trim()))
-        .then(|| token.trim())
 }
 
 fn refusal(e: &ConnectError) -> StatusCode {
