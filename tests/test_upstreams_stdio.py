@@ -12,6 +12,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -353,6 +354,89 @@ def test_the_everything_server_over_stdio(start_server):
     assert "result" in r, r
     progress = [e["params"] for e in r["_events"] if e["method"] == "notifications/progress"]
     assert [(p["progressToken"], p["progress"]) for p in progress] == [("ev-1", 1), ("ev-1", 2)]
+
+
+def test_the_everything_servers_prompts_and_completions_through_the_python_sdk(start_server):
+    """An upstream's prompts join the catalog with its prefix, render through
+    it, and their arguments are completed by it (context included); with
+    `prompts = false` none is offered."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.types import PromptReference
+
+    s = start_server(plugins=[], config=everything_config(), env=ENV)
+
+    async def run():
+        async with streamablehttp_client(s.url + "/mcp") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.capabilities.prompts is not None
+                assert init.capabilities.completions is not None
+                prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+                assert {"ev.simple-prompt", "ev.args-prompt", "ev.completable-prompt"} <= set(prompts), sorted(prompts)
+                args = {a.name: a.required for a in prompts["ev.args-prompt"].arguments}
+                assert args == {"city": True, "state": False}, args
+                got = await session.get_prompt("ev.args-prompt", {"city": "Lyon", "state": "Rhone"})
+                assert got.messages[0].role == "user"
+                assert got.messages[0].content.text == "What's weather in Lyon, Rhone?"
+                # A required argument missing is refused before the upstream is asked.
+                try:
+                    await session.get_prompt("ev.args-prompt", {})
+                    raise AssertionError("a missing required argument was accepted")
+                except Exception as e:  # the SDK raises McpError
+                    assert "city" in str(e), e
+                ref = PromptReference(type="ref/prompt", name="ev.completable-prompt")
+                done = await session.complete(ref, {"name": "department", "value": "S"})
+                assert sorted(done.completion.values) == ["Sales", "Support"], done
+                done = await session.complete(ref, {"name": "name", "value": ""},
+                                              context_arguments={"department": "Engineering"})
+                assert done.completion.values == ["Alice", "Bob", "Charlie"], done
+
+    asyncio.run(run())
+    c = session(start_server(plugins=[], config=everything_config("prompts = false"), env=ENV))
+    names = [p["name"] for p in c.request("prompts/list")["result"]["prompts"]]
+    assert not any(n.startswith("ev.") for n in names), names
+
+
+def test_the_everything_servers_resource_updates_reach_subscribed_sessions(start_server):
+    """A client session's `resources/subscribe` of an upstream's URI has
+    Hangar subscribe to it at the upstream; the upstream's
+    `notifications/resources/updated` reaches the subscribed session's
+    stream and not another's."""
+    import queue
+
+    s = start_server(plugins=[], config=everything_config(), env=ENV)
+    watcher, other = session(s), session(s)
+    uris = [r["uri"] for r in watcher.request("resources/list")["result"]["resources"]]
+    uri = next(u for u in uris if u.startswith("demo://"))
+    stream, other_stream = Stream(s, watcher.session), Stream(s, other.session)
+    try:
+        assert watcher.request("resources/subscribe", {"uri": uri})["result"] == {}
+        # The everything server sends its updates once this tool is called
+        # (then every 5 s), for the URIs it was subscribed to.
+        assert "Started" in text(watcher.call("ev.toggle-subscriber-updates", {}))
+        deadline = time.monotonic() + 15
+        updated = None
+        while time.monotonic() < deadline and updated is None:
+            try:
+                m = stream.next(timeout=1)
+            except queue.Empty:
+                continue
+            if m.get("method") == "notifications/resources/updated":
+                updated = m
+        assert updated is not None and updated["params"]["uri"] == uri, updated
+        heard = []
+        try:
+            while True:
+                heard.append(other_stream.next(timeout=0.5))
+        except queue.Empty:
+            pass
+        assert not any(m.get("method") == "notifications/resources/updated" for m in heard), heard
+    finally:
+        stream.close()
+        other_stream.close()
 
 
 # --- config errors ---------------------------------------------------------------------------

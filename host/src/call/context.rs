@@ -38,6 +38,13 @@ pub struct CallContext {
 }
 
 impl CallContext {
+    /// The `Host` its request was sent to, for absolute URLs in answers.
+    pub fn host(&self) -> Option<String> {
+        let request = self.request.as_ref()?;
+        let host = request.headers.get(axum::http::header::HOST)?;
+        host.to_str().ok().map(str::to_string)
+    }
+
     /// A context with the trace id of an incoming W3C `traceparent`, a fresh
     /// one, or none when trace ids are off.
     pub fn traced(traceparent: Option<&str>, trace_ids: bool) -> CallContext {

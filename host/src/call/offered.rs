@@ -2,7 +2,7 @@
 //! JSON: resources, resource templates, prompts, prompt results and
 //! completions.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::result::{Content, ResourceContents};
 use super::tool::Meta;
@@ -43,7 +43,7 @@ pub struct TemplateDef {
 }
 
 /// One argument a prompt takes.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptArgument {
     pub name: String,
@@ -51,6 +51,7 @@ pub struct PromptArgument {
     pub title: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(default)]
     pub required: bool,
 }
 
@@ -66,23 +67,23 @@ pub struct PromptDef {
     pub arguments: Vec<PromptArgument>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     User,
     Assistant,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PromptMessage {
     pub role: Role,
     pub content: Content,
 }
 
 /// A rendered prompt (`prompts/get`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PromptResult {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub messages: Vec<PromptMessage>,
 }

@@ -19,7 +19,7 @@ impl Catalog {
     ) -> Vec<(&'a str, CacheStats)> {
         let tools = self.visible(principal).filter_map(|t| match &t.backend {
             Backend::Sql(db) => db.cache_stats().map(|s| (t.def.name.as_str(), s)),
-            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
+            Backend::Wasm { .. } | Backend::Upstream { .. } | Backend::UploadUrl(_) => None,
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => db.cache_stats(),
@@ -44,7 +44,7 @@ impl Catalog {
     pub fn db_live(&self, live: &mut Live) {
         let tools = self.order.iter().filter_map(|t| match &t.backend {
             Backend::Sql(db) => Some(db),
-            Backend::Wasm { .. } | Backend::Upstream { .. } => None,
+            Backend::Wasm { .. } | Backend::Upstream { .. } | Backend::UploadUrl(_) => None,
         });
         let sql = |p: &Provider| match p {
             Provider::Sql(db) => Some(db.clone()),

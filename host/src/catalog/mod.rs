@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod adapters;
 pub mod apps;
 pub mod code;
 mod db_resources;
@@ -23,6 +24,7 @@ mod rate;
 pub mod search;
 mod stages;
 mod toolsets;
+pub mod upload_url;
 mod upstreams;
 mod uri_template;
 mod validate;
@@ -64,6 +66,8 @@ pub enum Backend {
         upstream: Arc<crate::upstream::Upstream>,
         remote: String,
     },
+    /// An upstream's `NAME_get_upload_url` helper (`adapters`).
+    UploadUrl(Arc<upload_url::UploadUrl>),
 }
 
 /// One entry of the catalog.
@@ -143,6 +147,7 @@ impl Catalog {
         upstream_tls: &rustls::ClientConfig,
         cluster: Option<Arc<crate::cluster::Cluster>>,
         accounts: &Arc<crate::accounts::Accounts>,
+        updates: &crate::call::ResourceChanges,
     ) -> anyhow::Result<Built> {
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
@@ -180,7 +185,7 @@ impl Catalog {
         offered.add_db_resources(config, &catalog.plugins, &connectors, &env, &mut problems)?;
         catalog.offered = Arc::new(offered);
         catalog
-            .add_upstreams(config, upstream_tls, accounts, &mut problems)
+            .add_upstreams(config, upstream_tls, accounts, updates, &mut problems)
             .await;
         catalog.pinning = config.server.pinning;
         problems.extend(catalog.config_problems(config, &loaded_names));

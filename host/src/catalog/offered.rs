@@ -151,7 +151,23 @@ impl Offered {
             listing.resources,
             listing.templates,
         );
-        for def in listing.prompts {
+        errors.extend(self.add_prompts_of(config, plugins, &provider, base, listing.prompts));
+        errors
+    }
+
+    /// Adds the prompts one source offers, each with its `[[prompts]]`
+    /// auth, `visible_to` and limits (over `base`); returns why each left
+    /// out was.
+    pub(super) fn add_prompts_of(
+        &mut self,
+        config: &Config,
+        plugins: &Plugins,
+        provider: &Provider,
+        base: Limits,
+        prompts: impl IntoIterator<Item = PromptDef>,
+    ) -> Vec<String> {
+        let mut errors = Vec::new();
+        for def in prompts {
             let cfg = config.prompt(&def.name);
             let added = plugins
                 .access(
@@ -185,7 +201,7 @@ impl Offered {
             .filter(|t| !t.provider.is_upstream())
             .cloned()
             .collect();
-        for p in &self.prompts {
+        for p in self.prompts.iter().filter(|p| !p.provider.is_upstream()) {
             local.push_prompt(p.clone());
         }
         local
@@ -302,11 +318,13 @@ impl Offered {
             || self.prompts.iter().any(|p| p.access.auth.is_some())
     }
 
-    /// Whether any component completes arguments.
+    /// Whether any component or upstream completes arguments (an upstream
+    /// that does not answers no values).
     pub fn completes(&self) -> bool {
         let wasm_completes = |p: &Provider| match p {
             Provider::Wasm(plugin) => plugin.completes(),
-            Provider::Sql(_) | Provider::Upstream(_) => false,
+            Provider::Upstream(_) => true,
+            Provider::Sql(_) => false,
         };
         self.prompts.iter().any(|p| wasm_completes(&p.provider))
             || self.templates.iter().any(|t| wasm_completes(&t.provider))

@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering;
 
 use super::stages::Plugins;
 use super::{Backend, Catalog, CatalogTool, Offered, Provider, RateLimits, ToolDef, tool_limiter};
+use crate::call::PromptDef;
 use crate::config::Config;
 use crate::upstream::Upstream;
 use crate::wasm::LoadFailure;
@@ -41,6 +42,7 @@ impl Catalog {
         config: &Config,
         tls: &rustls::ClientConfig,
         accounts: &Arc<crate::accounts::Accounts>,
+        updates: &crate::call::ResourceChanges,
         problems: &mut Vec<LoadFailure>,
     ) {
         let env = |var: &str| std::env::var(var).ok();
@@ -49,7 +51,13 @@ impl Catalog {
             match cfg.resolve(name, &env) {
                 Ok(resolved) => {
                     let changes = self.upstream_changes.clone();
-                    upstreams.push(Upstream::new(resolved, changes, tls.clone(), accounts))
+                    upstreams.push(Upstream::new(
+                        resolved,
+                        changes,
+                        tls.clone(),
+                        accounts,
+                        updates.clone(),
+                    ))
                 }
                 Err(error) => problems.push(LoadFailure {
                     path: PathBuf::from(format!("upstreams.{name}")),
@@ -103,7 +111,10 @@ impl Catalog {
             code: self.code.clone(),
         };
         for tool in &self.order {
-            if !matches!(tool.backend, Backend::Upstream { .. }) {
+            if !matches!(
+                tool.backend,
+                Backend::Upstream { .. } | Backend::UploadUrl(_)
+            ) {
                 next.insert_shared(tool.clone())
                     .expect("names were unique in the catalog it comes from");
             }
@@ -162,6 +173,7 @@ impl Catalog {
                 });
             }
         }
+        self.add_adapter_entries(config, upstream, &path, problems);
     }
 
     /// A new entry for an upstream's tool, with its `[[tools]]` stages.
@@ -179,6 +191,16 @@ impl Catalog {
         if let Some(cfg) = config.upstreams.get(&upstream.name) {
             stages.require(&cfg.requires);
             stages.require(cfg.auth.iter().flat_map(|a| &a.credential));
+        }
+        // An upload_consumer's arguments take handles, handed on as paths.
+        if let Some(adapter) = upstream.adapter(remote)
+            && adapter.kind == crate::config::AdapterKind::UploadConsumer
+        {
+            for argument in &adapter.arguments {
+                if !stages.consumes_uploads.contains(argument) {
+                    stages.consumes_uploads.push(argument.clone());
+                }
+            }
         }
         Ok(CatalogTool {
             def: def.clone(),
@@ -272,6 +294,18 @@ impl Offered {
             offers.resources.iter().cloned(),
             offers.templates.iter().cloned(),
         );
+        // Its prompts, named with its prefix like its tools.
+        let prompts = offers.prompts.iter().map(|p| PromptDef {
+            name: upstream.listed_prompt(&p.name),
+            ..p.clone()
+        });
+        let errors = errors.into_iter().chain(self.add_prompts_of(
+            config,
+            plugins,
+            &Provider::Upstream(upstream.clone()),
+            config.limits,
+            prompts,
+        ));
         for error in errors {
             problems.push(LoadFailure {
                 path: path.clone(),

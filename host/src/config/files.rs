@@ -7,6 +7,19 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+/// `[files]`: what uploads and artifacts share.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesConfig {
+    /// A folder Hangar and its upstream servers both see (the same machine
+    /// for stdio upstreams, a shared volume for HTTP ones): uploads are
+    /// kept in `uploads/` and artifacts in `artifacts/` under it, so an
+    /// upstream's tools can be handed uploads and leave artifacts
+    /// (`[upstreams.NAME.adapters]`). Replaces `[uploads] dir` and
+    /// `[artifacts] dir`.
+    pub shared_dir: Option<PathBuf>,
+}
+
 /// `[uploads]`: files a client stages with `POST /uploads` for tools that
 /// consume them (`consumes_uploads`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+mod adapters;
 mod capabilities;
 mod cluster;
 mod code;
@@ -38,13 +39,14 @@ mod toolsets;
 mod trust;
 mod upstreams;
 
+pub use adapters::{AdapterConfig, AdapterKind, OutputLocator};
 pub use capabilities::{Grants, HttpConfig};
 pub use cluster::{ClusterConfig, RedisUrls};
 pub use code::{CodeConfig, SandboxKind};
 pub use connectors::{ConnectorConfig, PostgresConfig, SqliteConfig};
 pub use credentials::{CredentialConfig, CredentialsConfig, Fallback, Source};
 pub use db::{CacheConfig, DbConfig, InputSpec, InputType};
-pub use files::{ArtifactsConfig, UploadsConfig};
+pub use files::{ArtifactsConfig, FilesConfig, UploadsConfig};
 pub use keys::TrustedKey;
 pub use kv::{BackendKind, KvConfig};
 pub use limits::{LimitOverrides, Limits};
@@ -114,6 +116,10 @@ pub struct Config {
     /// Files tools produce (`artifact://` resources, `GET /artifacts/...`).
     #[serde(default)]
     pub artifacts: ArtifactsConfig,
+    /// `[files] shared_dir`: uploads and artifacts in a folder upstream
+    /// servers see too.
+    #[serde(default)]
+    pub files: FilesConfig,
     /// Named subsets of the catalog, each served at `/mcp/NAME` and
     /// `/toolsets/NAME/…`, by name.
     #[serde(default)]
@@ -145,6 +151,7 @@ impl Config {
             .validate_oauth()
             .and_then(|()| config.validate_toolsets())
             .and_then(|()| config.validate_credentials())
+            .and_then(|()| config.validate_files())
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         if let Some(cluster) = &config.cluster {
             cluster
@@ -193,6 +200,7 @@ impl Config {
             }
             config.cluster = Some(cluster);
         }
+        config.files.shared_dir = (config.files.shared_dir.as_deref()).map(|p| config.resolve(p));
         config.uploads.dir = config.uploads.dir.as_deref().map(|p| config.resolve(p));
         config.artifacts.dir = config.artifacts.dir.as_deref().map(|p| config.resolve(p));
         config.trust.keys = config
@@ -310,6 +318,23 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// `[files] shared_dir` replaces `[uploads] dir` and `[artifacts] dir`,
+    /// and upstream adapters need it: the upstream must see the files.
+    pub fn validate_files(&self) -> Result<(), String> {
+        if self.files.shared_dir.is_some() {
+            if self.uploads.dir.is_some() || self.artifacts.dir.is_some() {
+                return Err("[files] shared_dir holds uploads/ and artifacts/: leave out [uploads] dir and [artifacts] dir".into());
+            }
+            return Ok(());
+        }
+        match self.upstreams.iter().find(|(_, u)| !u.adapters.is_empty()) {
+            Some((name, _)) => Err(format!(
+                "[upstreams.{name}] adapters need [files] shared_dir: a folder Hangar and the upstream both see"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// A path from the config file, relative to the file's folder.

@@ -9,6 +9,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::adapters::AdapterConfig;
+
 /// One upstream MCP server.
 ///
 /// ```toml
@@ -78,6 +80,10 @@ pub struct UpstreamConfig {
     /// gives them; a URI another source offers already stays that one's.
     #[serde(default = "default_resources")]
     pub resources: bool,
+    /// Whether its prompts are offered through Hangar, named with its
+    /// `prefix` like its tools (and their arguments completed by it).
+    #[serde(default = "default_resources")]
+    pub prompts: bool,
     /// How often its tool list is fetched again (`0s` = only on its
     /// `notifications/tools/list_changed`).
     #[serde(default = "default_refresh", with = "humantime_serde")]
@@ -99,6 +105,14 @@ pub struct UpstreamConfig {
     /// `[credentials]` providers its tools need (see `[server] hide_unconnected`).
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Files handed to its tools and recovered from them, by the tool's
+    /// name at the upstream (see `config::adapters`; needs `[files] shared_dir`).
+    #[serde(default)]
+    pub adapters: BTreeMap<String, AdapterConfig>,
+    /// How many times a call is sent again, in a fresh upstream session,
+    /// when the upstream answers 404 for its session (it restarted).
+    #[serde(default = "default_session_retries")]
+    pub session_termination_retries: u32,
 }
 
 /// `[upstreams.NAME] auth`: `{ kind = "token-exchange", token_url,
@@ -200,6 +214,10 @@ fn default_max_response_bytes() -> usize {
     8 << 20
 }
 
+fn default_session_retries() -> u32 {
+    1
+}
+
 fn default_resources() -> bool {
     true
 }
@@ -254,11 +272,16 @@ pub struct ResolvedUpstream {
     pub tools: Option<Vec<String>>,
     /// Its resources and templates are offered.
     pub resources: bool,
+    /// Its prompts are offered.
+    pub prompts: bool,
     pub refresh: Duration,
     pub breaker_failures: u32,
     pub breaker_cooldown: Duration,
     /// Whose token its calls carry (`None`: `headers` alone).
     pub auth: Option<ResolvedAuth>,
+    /// Files handed to its tools and recovered from them, by remote tool name.
+    pub adapters: BTreeMap<String, AdapterConfig>,
+    pub session_termination_retries: u32,
 }
 
 /// How an upstream is reached.
@@ -361,15 +384,21 @@ impl UpstreamConfig {
             Some(auth) => Some(auth.resolve(env).map_err(fail)?),
             None => None,
         };
+        for (tool, adapter) in &self.adapters {
+            adapter.validate(name, tool)?;
+        }
         Ok(ResolvedUpstream {
             name: name.to_string(),
             transport,
             auth,
+            adapters: self.adapters.clone(),
+            session_termination_retries: self.session_termination_retries,
             prefix,
             timeout: self.timeout,
             max_response_bytes: self.max_response_bytes,
             tools: self.tools.clone(),
             resources: self.resources,
+            prompts: self.prompts,
             refresh: self.refresh,
             breaker_failures: self.breaker_failures,
             breaker_cooldown: self.breaker_cooldown,

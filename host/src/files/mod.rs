@@ -17,13 +17,16 @@
 //!
 //! Here: [`Files`], the server's two stores and the folders of one call.
 //! `names` holds areas, file names and media types; `store` one store's
-//! files, index, quotas and sweep; `signed` the download URLs.
+//! files, index, quotas and sweep; `signed` the download URLs; `handoff`
+//! the files an upstream server's tool leaves in `[files] shared_dir`.
 
+mod handoff;
 mod names;
 mod refusal;
 mod shared;
 mod signed;
 mod store;
+mod untaken;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +43,7 @@ pub use names::{
 pub use refusal::DownloadRefusal;
 pub use store::{Entry, StoreError};
 use store::{Quota, STAGING, Store, scan};
+pub use untaken::Untaken;
 pub use usage::Counter;
 
 /// The uploads and artifacts of a server, and the key its download URLs
@@ -53,6 +57,8 @@ pub struct Files {
     /// Whether other replicas store files in the same directories
     /// (`[cluster]`): a lookup that misses looks on disk ([`shared`]).
     shared: bool,
+    /// `[files] shared_dir`, by its real path: upstreams see the files too.
+    shared_dir: Option<PathBuf>,
 }
 
 impl Files {
@@ -62,6 +68,22 @@ impl Files {
         let up: &UploadsConfig = &config.uploads;
         let art: &ArtifactsConfig = &config.artifacts;
         let cache = &config.server.cache_dir;
+        let shared_dir = match &config.files.shared_dir {
+            Some(dir) => {
+                // Made now and named by its real path: it is what upstreams
+                // are handed, and what a path they return is checked against.
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| dir.canonicalize())
+                    .map(Some)
+                    .map_err(|e| anyhow::anyhow!("[files] shared_dir {}: {e}", dir.display()))?
+            }
+            None => None,
+        };
+        let dir_of = |own: &Option<PathBuf>, kind: &str| match (&shared_dir, own) {
+            (Some(shared), _) => shared.join(kind),
+            (None, Some(dir)) => dir.clone(),
+            (None, None) => cache.join(kind),
+        };
         let key = match &art.signing_key {
             Some(text) => {
                 let env = |var: &str| std::env::var(var).ok();
@@ -81,7 +103,7 @@ impl Files {
         Ok(Files {
             uploads: Store::new(
                 "[uploads]",
-                up.dir.clone().unwrap_or_else(|| cache.join("uploads")),
+                dir_of(&up.dir, "uploads"),
                 Quota {
                     max_file_bytes: up.max_file_bytes,
                     max_session_bytes: up.max_session_bytes,
@@ -92,7 +114,7 @@ impl Files {
             ),
             artifacts: Store::new(
                 "[artifacts]",
-                art.dir.clone().unwrap_or_else(|| cache.join("artifacts")),
+                dir_of(&art.dir, "artifacts"),
                 Quota {
                     max_file_bytes: art.max_file_bytes,
                     max_session_bytes: art.max_session_bytes,
@@ -108,6 +130,7 @@ impl Files {
                 .as_ref()
                 .map(|u| u.trim_end_matches('/').to_string()),
             shared: config.cluster.is_some(),
+            shared_dir,
         })
     }
 

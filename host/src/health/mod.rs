@@ -244,6 +244,11 @@ fn upstream_states(catalog: &crate::catalog::Catalog) -> Map<String, Value> {
             if let Some(started) = u.started() {
                 state["started"] = json!(started);
             }
+            // Adapters whose tool it does not list do nothing.
+            let unwired = u.unwired_adapters();
+            if !unwired.is_empty() {
+                state["adapter_wiring_incomplete"] = json!(unwired);
+            }
             (u.name.clone(), state)
         })
         .collect()

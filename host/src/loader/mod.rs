@@ -265,6 +265,7 @@ impl Loader {
             self.client.tls(),
             self.cluster.clone(),
             &self.accounts,
+            &self.changes,
         )
         .await?;
         // A refused source is its own problem; "configured but did not load" would repeat it.

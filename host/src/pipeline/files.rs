@@ -32,6 +32,8 @@ pub(super) struct Staged {
     /// after `call`: its bytes leave the quota counters only once the
     /// call's files are stored (or removed).
     write_cap: Option<Arc<WriteCap>>,
+    /// An upstream `artifact_producer`'s call (`adapters`).
+    pub handoff: Option<super::adapters::Handoff>,
 }
 
 impl Staged {
@@ -93,7 +95,11 @@ impl Pipeline {
         let stages = &tool.stages;
         let component = matches!(tool.backend, Backend::Wasm { .. });
         let produces = stages.produces_artifacts && component;
-        if stages.consumes_uploads.is_empty() && !produces {
+        let adapter = match &tool.backend {
+            Backend::Upstream { upstream, remote } => upstream.adapter(remote),
+            _ => None,
+        };
+        if stages.consumes_uploads.is_empty() && !produces && adapter.is_none() {
             return Ok(Staged::default());
         }
         let files = self.files.as_ref().ok_or_else(|| {
@@ -108,7 +114,7 @@ impl Pipeline {
         let mut staged = Staged::default();
         let mut uploads: Vec<Arc<Entry>> = Vec::new();
         for arg in &stages.consumes_uploads {
-            let Some(value) = args.get_mut(arg) else {
+            let Some(value) = super::adapters::argument_mut(args, arg) else {
                 continue;
             };
             for handle in handles(value) {
@@ -123,18 +129,34 @@ impl Pipeline {
                         }
                     }
                     Backend::Sql(_) => {
-                        let bytes = crate::files::read(entry.path())
+                        let bytes = files
+                            .read_entry(&entry)
                             .await
                             .map_err(|_| invalid(format!("{arg}: {handle}: the upload is gone")))?;
                         staged.blobs.insert(arg.clone(), bytes.into());
                     }
-                    Backend::Upstream { .. } => {
+                    // The upstream is handed the file's path in the shared folder.
+                    Backend::Upstream { .. }
+                        if adapter.is_some_and(|a| a.arguments.contains(arg))
+                            && files.shared_dir().is_some() =>
+                    {
+                        *handle = entry.path().display().to_string();
+                    }
+                    Backend::Upstream { .. } | Backend::UploadUrl(_) => {
                         return Err(invalid(format!(
-                            "{arg}: tool {name} is an upstream server's: upload handles cannot be passed on"
+                            "{arg}: tool {name} is an upstream server's: upload handles are passed on only to an upload_consumer adapter's arguments"
                         )));
                     }
                 }
             }
+        }
+        if let Some(adapter) = adapter
+            && adapter.kind == crate::config::AdapterKind::ArtifactProducer
+        {
+            let (call, handoff) =
+                super::adapters::stage_output(files, adapter, args, area.clone())?;
+            staged.call = Some(call);
+            staged.handoff = Some(handoff);
         }
         if component && (produces || !uploads.is_empty()) {
             let call = files
@@ -161,6 +183,9 @@ impl Pipeline {
         outcome: &mut Result<ToolResult, CallError>,
         cx: &CallContext,
     ) {
+        if let (Some(handoff), Some(call)) = (&staged.handoff, &staged.call) {
+            return self.finish_handoff(handoff, call, outcome, cx).await;
+        }
         let (Some(call), Some(files)) = (&staged.call, &self.files) else {
             return;
         };
@@ -190,7 +215,7 @@ impl Pipeline {
         if entries.is_empty() {
             return;
         }
-        let host = host_of(cx);
+        let host = cx.host();
         let mut listed = Vec::new();
         for e in &entries {
             let url = files.download_url(e, host.as_deref());
@@ -244,12 +269,11 @@ impl Pipeline {
         uri: &str,
         cx: &CallContext,
     ) -> Result<ReadResult, CallError> {
-        let entry = self
-            .files
-            .as_ref()
-            .and_then(|f| f.artifact(area_of(cx).as_ref(), uri))
+        let files = (self.files.as_ref()).ok_or_else(|| CallError::resource_not_found(uri))?;
+        let entry = (files.artifact(area_of(cx).as_ref(), uri))
             .ok_or_else(|| CallError::resource_not_found(uri))?;
-        let bytes = crate::files::read(entry.path())
+        let bytes = files
+            .read_entry(&entry)
             .await
             .map_err(|_| CallError::resource_not_found(uri))?;
         let (text, blob) = match (entry.is_text(), String::from_utf8(bytes)) {
@@ -277,11 +301,4 @@ impl Pipeline {
 /// Whether `uri` names an artifact.
 pub(super) fn is_artifact(uri: &str) -> bool {
     uri.starts_with(ARTIFACT_SCHEME)
-}
-
-/// The `Host` the call's request was sent to, for absolute download URLs.
-fn host_of(cx: &CallContext) -> Option<String> {
-    let request = cx.request.as_ref()?;
-    let host = request.headers.get(axum::http::header::HOST)?;
-    host.to_str().ok().map(str::to_string)
 }

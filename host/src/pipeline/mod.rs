@@ -3,6 +3,7 @@
 //! hand the call to [`Pipeline::call`]; stages know nothing of transports.
 
 mod access;
+mod adapters;
 mod code;
 mod connected;
 mod door;
@@ -376,6 +377,7 @@ async fn execute(
                 .await
         }
         Backend::Upstream { upstream, remote } => upstream.call(remote, args, cx).await,
+        Backend::UploadUrl(helper) => Ok(adapters::upload_url(helper, cx)),
     }
 }
 

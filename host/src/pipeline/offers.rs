@@ -142,12 +142,20 @@ impl Pipeline {
     /// could be read, passing its auth check and `visible_to` — without
     /// reading it. One hidden from the caller answers exactly as one that
     /// does not exist.
+    ///
+    /// An upstream's resource is watched at the upstream too: Hangar
+    /// subscribes to it there (once per URI), and its updates reach the
+    /// sessions subscribed here.
     pub async fn watchable(&self, uri: &str, cx: &mut CallContext) -> Result<(), CallError> {
         let resolved = self.resolve_resource(uri, cx)?;
         self.admit(uri, resolved.access(), cx, || {
             CallError::resource_not_found(uri)
         })
-        .await
+        .await?;
+        if let Provider::Upstream(upstream) = resolved.provider() {
+            upstream.watch(uri).await?;
+        }
+        Ok(())
     }
 
     /// Renders a prompt; a required argument that is missing is refused
@@ -186,9 +194,9 @@ impl Pipeline {
         not_cancelled(cx, Stage::Handler)?;
         match &prompt.provider {
             Provider::Wasm(plugin) => plugin.get_prompt(cx, name, arguments, &prompt.limits).await,
-            // Statements and upstreams serve resources only here; no prompt
-            // is ever built on one.
-            Provider::Sql(_) | Provider::Upstream(_) => Err(CallError::prompt_not_found(name)),
+            Provider::Upstream(upstream) => upstream.get_prompt(name, arguments, cx).await,
+            // Statements serve resources only; no prompt is built on one.
+            Provider::Sql(_) => Err(CallError::prompt_not_found(name)),
         }
     }
 
@@ -229,8 +237,11 @@ impl Pipeline {
                     .complete(cx, reference, argument, value, context, limits)
                     .await
             }
-            // A DB or upstream template suggests nothing.
-            Provider::Sql(_) | Provider::Upstream(_) => Ok(Completions::default()),
+            Provider::Upstream(upstream) => {
+                (upstream.complete(reference, argument, value, context, cx)).await
+            }
+            // A DB template suggests nothing.
+            Provider::Sql(_) => Ok(Completions::default()),
         }
     }
 

@@ -119,7 +119,7 @@ fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>
             plugin, guest_name, ..
         } => (own(plugin.name(), guest_name), None),
         Backend::Upstream { upstream, remote } => (None, own(&upstream.name, remote)),
-        Backend::Sql(_) => (None, None),
+        Backend::Sql(_) | Backend::UploadUrl(_) => (None, None),
     }
 }
 

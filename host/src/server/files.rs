@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::body;
 use crate::mcp::McpState;
-use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment, read};
+use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment};
 use crate::pipeline::{Live, Principal, RequestInfo, Transport};
 
 /// What the upload handlers share.
@@ -271,7 +271,7 @@ async fn download(
     // What a tool wrote is served as a file to save, never as a page of
     // this origin: an attachment, its type taken as given (no sniffing an
     // HTML or script out of it), and sandboxed should anything render it.
-    match read(entry.path()).await {
+    match files.read_entry(&entry).await {
         Ok(bytes) => (
             [
                 (CONTENT_TYPE, entry.mime_type.clone()),

@@ -41,6 +41,9 @@ enum Wire {
     Stdio(Arc<StdioProcess>),
 }
 
+/// How long one standalone stream is kept open before it is opened again.
+const LISTEN_FOR: Duration = Duration::from_secs(300);
+
 /// Called with each notification (or request from the server) that comes
 /// before the answer.
 pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
@@ -52,11 +55,11 @@ impl Client {
     /// extra_ca`), proxies from the environment, redirects only within the
     /// origin, and no answer longer than `max_response_bytes` read. Over
     /// stdio its process is started now (`start = "load"`) or on first use;
-    /// `refresh` is woken when the process's tool list may have changed.
+    /// what it says outside calls goes to `heard`.
     pub fn new(
         config: &ResolvedUpstream,
         tls: rustls::ClientConfig,
-        refresh: Arc<tokio::sync::Notify>,
+        heard: Arc<super::heard::Heard>,
     ) -> Client {
         let wire = match &config.transport {
             Transport::Http { url, headers } => Wire::Http {
@@ -69,7 +72,7 @@ impl Client {
                     &config.name,
                     command.clone(),
                     config.max_response_bytes,
-                    refresh,
+                    heard,
                 );
                 if command.start == crate::config::Start::Load {
                     process.start();
@@ -205,6 +208,50 @@ impl Client {
         self.exchange(session, &body, None, None, &mut |_| {})
             .await
             .map(drop)
+    }
+
+    /// Opens the session's standalone stream (`GET`, HTTP only) and hands
+    /// each message on it to `on_message` until it ends: after
+    /// [`LISTEN_FOR`], past `max_response_bytes`, or when the server closes
+    /// it. A server that offers none answers 405 (`Protocol("HTTP 405 …")`).
+    pub async fn listen(
+        &self,
+        session: &Handshake,
+        on_message: OnNotification<'_>,
+    ) -> Result<(), WireError> {
+        let Wire::Http { http, url, headers } = &self.wire else {
+            return Ok(());
+        };
+        let mut request = http
+            .get(url)
+            .headers(with_bearer(headers, session))
+            .header("accept", "text/event-stream")
+            .timeout(LISTEN_FOR);
+        if let Some(sid) = &session.session_id {
+            request = request
+                .header("mcp-session-id", sid)
+                .header("mcp-protocol-version", &session.protocol_version);
+        }
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND && session.session_id.is_some() {
+            return Err(WireError::SessionExpired);
+        }
+        if !status.is_success() {
+            return Err(WireError::Protocol(format!(
+                "HTTP {status} to the standalone stream"
+            )));
+        }
+        let mut body = CappedBody::new(response, self.max_response_bytes).map_err(too_large)?;
+        let mut parser = SseParser::default();
+        while let Ok(Some(chunk)) = body.chunk().await {
+            for data in parser.feed(&chunk) {
+                if let Ok(message) = serde_json::from_str::<Value>(&data) {
+                    on_message(&message);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Ends a session (best effort: the server may have forgotten it).

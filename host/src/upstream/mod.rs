@@ -7,8 +7,10 @@
 mod auth;
 mod breaker;
 mod client;
+mod heard;
 mod lines;
 mod offers;
+mod prompts;
 mod relay;
 mod resources;
 mod sessions;
@@ -16,6 +18,7 @@ mod slot;
 mod sse;
 mod stdio;
 mod tools;
+mod updates;
 mod wire;
 
 use std::collections::HashMap;
@@ -51,6 +54,8 @@ pub struct Upstream {
     next_id: AtomicU64,
     /// Wakes the refresh task (the upstream said its list changed).
     refresh_wanted: Arc<tokio::sync::Notify>,
+    /// What it says outside calls: lists changed, watched resources updated.
+    heard: Arc<heard::Heard>,
     changes: Arc<ToolChanges>,
     /// Why it has never listed its tools (`None` once it has).
     listing_error: Mutex<Option<String>>,
@@ -82,6 +87,7 @@ impl Upstream {
         changes: Arc<ToolChanges>,
         tls: rustls::ClientConfig,
         accounts: &Arc<crate::accounts::Accounts>,
+        updates: crate::call::ResourceChanges,
     ) -> Arc<Upstream> {
         let auth = match &config.auth {
             None => UpstreamAuth::Own,
@@ -108,8 +114,9 @@ impl Upstream {
                 tls.clone(),
             ))),
         };
-        let refresh_wanted = Arc::new(tokio::sync::Notify::new());
-        let client = Client::new(&config, tls, refresh_wanted.clone());
+        let heard = heard::Heard::new(updates);
+        let refresh_wanted = heard.refresh.clone();
+        let client = Client::new(&config, tls, heard.clone());
         let lazy = !client.starts_at_load();
         Arc::new(Upstream {
             name: config.name.clone(),
@@ -121,6 +128,7 @@ impl Upstream {
             offers: RwLock::default(),
             next_id: AtomicU64::new(1),
             refresh_wanted,
+            heard,
             changes,
             listing_error: Mutex::new(Some("not listed yet".into())),
             lazy,
@@ -188,6 +196,34 @@ impl Upstream {
             .map(|(_, d)| d.clone())
     }
 
+    /// The adapter of its tool `remote` (as the upstream names it).
+    pub fn adapter(&self, remote: &str) -> Option<&crate::config::AdapterConfig> {
+        self.config.adapters.get(remote)
+    }
+
+    /// Its adapters whose tool it does not list (or its `tools` leaves
+    /// out): `adapter_wiring_incomplete` in `/healthz`. None before it
+    /// has listed.
+    pub fn unwired_adapters(&self) -> Vec<String> {
+        if self.listing_error().is_some() || self.awaits_first_use() {
+            return Vec::new();
+        }
+        let tools = self.tools();
+        (self.config.adapters.keys())
+            .filter(|name| !tools.iter().any(|(remote, _)| remote == *name))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether one of its listed tools takes uploads (`upload_consumer`).
+    pub fn consumes_uploads(&self) -> bool {
+        let tools = self.tools();
+        tools.iter().any(|(remote, _)| {
+            self.adapter(remote)
+                .is_some_and(|a| a.kind == crate::config::AdapterKind::UploadConsumer)
+        })
+    }
+
     pub fn breaker_state(&self) -> (BreakerState, u32) {
         self.breaker.state()
     }
@@ -217,13 +253,14 @@ impl Upstream {
             {
                 continue;
             }
+            let adapter = self.config.adapters.get(remote);
             tools.push((
                 remote.to_string(),
-                tool_def(&self.config.prefix, remote, &raw),
+                tool_def(&self.config.prefix, remote, &raw, adapter),
             ));
         }
         let count = tools.len();
-        let offers = if self.config.resources {
+        let offers = if self.config.resources || self.config.prompts {
             self.list_offers().await.map_err(|e| {
                 tracing::warn!(upstream = %self.name, "listing resources: {e}");
             })
@@ -247,6 +284,8 @@ impl Upstream {
             .expect("listing lock")
             .take()
             .is_some();
+        // A restarted upstream forgot what it was subscribed to.
+        self.resubscribe().await;
         if changed || first {
             let offers = self.offers();
             tracing::info!(

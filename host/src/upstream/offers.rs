@@ -1,16 +1,17 @@
 //! What an upstream offers besides tools, as the catalog keeps it: its
 //! resources and resource templates, parsed from its listings with their
-//! `_meta` unchanged.
+//! `_meta` unchanged, and its prompts (named as it names them).
 
 use serde_json::Value;
 
-use crate::call::{ResourceDef, TemplateDef};
+use crate::call::{PromptArgument, PromptDef, ResourceDef, TemplateDef};
 
 /// What an upstream offers besides tools, as it listed it last.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct UpstreamOffers {
     pub resources: Vec<ResourceDef>,
     pub templates: Vec<TemplateDef>,
+    pub prompts: Vec<PromptDef>,
 }
 
 /// A listed resource as the catalog keeps it; one without a `uri` is skipped.
@@ -40,6 +41,22 @@ pub(super) fn template_def(raw: &Value) -> Option<TemplateDef> {
     })
 }
 
+/// A listed prompt; one without a `name` is skipped, an argument without
+/// one is dropped.
+pub(super) fn prompt_def(raw: &Value) -> Option<PromptDef> {
+    let arguments = (raw.get("arguments").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|a| serde_json::from_value::<PromptArgument>(a.clone()).ok())
+        .collect();
+    Some(PromptDef {
+        name: raw.get("name")?.as_str()?.to_string(),
+        title: text(raw, "title"),
+        description: text(raw, "description"),
+        arguments,
+    })
+}
+
 fn text(raw: &Value, key: &str) -> Option<String> {
     raw.get(key).and_then(Value::as_str).map(str::to_owned)
 }
@@ -63,6 +80,17 @@ mod tests {
         assert_eq!(serde_json::to_value(&def).unwrap()["_meta"], meta);
         assert_eq!(def.size, Some(12));
         assert!(resource_def(&json!({ "name": "no uri" })).is_none());
+    }
+
+    #[test]
+    fn a_listed_prompt_keeps_its_arguments() {
+        let def = prompt_def(&json!({ "name": "greet", "description": "Hi",
+            "arguments": [{ "name": "who", "required": true }, { "name": "tone" }, { "no": "name" }] }))
+        .unwrap();
+        assert_eq!(def.name, "greet");
+        assert_eq!(def.arguments.len(), 2);
+        assert!(def.arguments[0].required && !def.arguments[1].required);
+        assert!(prompt_def(&json!({ "description": "no name" })).is_none());
     }
 
     #[test]

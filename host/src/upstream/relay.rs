@@ -72,10 +72,10 @@ impl Upstream {
                 };
                 sink.log(level, &logger, &message);
             }
-            Some("notifications/tools/list_changed" | "notifications/resources/list_changed") => {
-                self.refresh_wanted.notify_one()
+            // Its lists changed, or a watched resource was updated.
+            _ => {
+                self.heard.note(note);
             }
-            _ => {}
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::Upstream;
 use super::client::{Reply, WireError};
-use super::offers::{UpstreamOffers, resource_def, template_def};
+use super::offers::{UpstreamOffers, prompt_def, resource_def, template_def};
 use super::slot::{CATALOG_KEY, capabilities};
 use crate::call::{CallContext, CallError, ErrorKind, ReadResult, ResourceContents, Stage};
 
@@ -22,6 +22,39 @@ struct ReadAnswer {
 }
 
 impl Upstream {
+    /// Sends request `method` in the caller's upstream session and waits
+    /// for its answer: notifications meanwhile are relayed to the call's
+    /// events, a client's cancellation stops the wait.
+    pub(super) async fn ask(
+        &self,
+        method: &'static str,
+        params: Value,
+        cx: &CallContext,
+    ) -> Result<Reply, CallError> {
+        let (key, bearer) = self.caller_session(cx).await?;
+        let traceparent = super::traceparent(cx);
+        let sink = cx.events.clone();
+        let reply = self
+            .with_session(&key, traceparent.as_deref(), capabilities(cx), bearer, |client, hs, id| {
+                let sink = sink.clone();
+                let tp = traceparent.clone();
+                let params = params.clone();
+                async move {
+                    let mut on_note = |note: &Value| self.relay(note, &sink, &client, &hs);
+                    let asked = client.request(&hs, id, method, params, tp.as_deref(), &mut on_note);
+                    tokio::select! {
+                        reply = asked => reply,
+                        _ = cx.cancel.cancelled() => Err(WireError::Protocol("cancelled".into())),
+                    }
+                }
+            })
+            .await;
+        if cx.cancel.is_cancelled() {
+            return Err(CallError::cancelled(Stage::Upstream));
+        }
+        reply
+    }
+
     /// Its resources and templates as listed last (none when `resources =
     /// false`, or when it offers none).
     pub fn offers(&self) -> std::sync::Arc<UpstreamOffers> {
@@ -31,14 +64,20 @@ impl Upstream {
     /// Lists its resources and templates. A server that does not offer
     /// resources answers the methods with an error: it offers none.
     pub(super) async fn list_offers(&self) -> Result<UpstreamOffers, String> {
-        let resources = self.list_pages("resources/list", "resources").await?;
-        let templates = self
-            .list_pages("resources/templates/list", "resourceTemplates")
-            .await?;
-        Ok(UpstreamOffers {
-            resources: resources.iter().filter_map(resource_def).collect(),
-            templates: templates.iter().filter_map(template_def).collect(),
-        })
+        let mut offers = UpstreamOffers::default();
+        if self.config.resources {
+            let resources = self.list_pages("resources/list", "resources").await?;
+            let templates = self
+                .list_pages("resources/templates/list", "resourceTemplates")
+                .await?;
+            offers.resources = resources.iter().filter_map(resource_def).collect();
+            offers.templates = templates.iter().filter_map(template_def).collect();
+        }
+        if self.config.prompts {
+            let prompts = self.list_pages("prompts/list", "prompts").await?;
+            offers.prompts = prompts.iter().filter_map(prompt_def).collect();
+        }
+        Ok(offers)
     }
 
     /// Every page of one list in the catalog's own session; a JSON-RPC
@@ -68,28 +107,7 @@ impl Upstream {
     /// them. A client's cancellation stops the wait; an answer that is not
     /// a `ReadResourceResult` is an error naming the upstream.
     pub async fn read(&self, uri: &str, cx: &CallContext) -> Result<ReadResult, CallError> {
-        let (key, bearer) = self.caller_session(cx).await?;
-        let traceparent = super::traceparent(cx);
-        let sink = cx.events.clone();
-        let reply = self
-            .with_session(&key, traceparent.as_deref(), capabilities(cx), bearer, |client, hs, id| {
-                let sink = sink.clone();
-                let tp = traceparent.clone();
-                let params = json!({ "uri": uri });
-                async move {
-                    let mut on_note = |note: &Value| self.relay(note, &sink, &client, &hs);
-                    let read =
-                        client.request(&hs, id, "resources/read", params, tp.as_deref(), &mut on_note);
-                    tokio::select! {
-                        reply = read => reply,
-                        _ = cx.cancel.cancelled() => Err(WireError::Protocol("cancelled".into())),
-                    }
-                }
-            })
-            .await;
-        if cx.cancel.is_cancelled() {
-            return Err(CallError::cancelled(Stage::Upstream));
-        }
+        let reply = self.ask("resources/read", json!({ "uri": uri }), cx).await;
         match reply? {
             Reply::Result(result) => {
                 let answer: ReadAnswer = serde_json::from_value(result).map_err(|e| {

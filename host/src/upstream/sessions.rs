@@ -1,6 +1,7 @@
 //! Upstream sessions: one per client session (per principal without one),
 //! opened on first use under the breaker, opened again once when the
-//! upstream forgot it (404), closed when idle or past the cap.
+//! upstream ended it (404: it restarted) and the call sent again
+//! (`session_termination_retries`), closed when idle or past the cap.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,8 +23,9 @@ const IDLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30 * 60
 
 impl Upstream {
     /// Runs `op` in the session keyed `key` under the breaker (calls only):
-    /// opens the session if needed, and opens it again once if the upstream
-    /// forgot it.
+    /// opens the session if needed, and opens a fresh one and runs `op`
+    /// again, up to `session_termination_retries` times, when the upstream
+    /// ended it.
     pub(super) async fn with_session<T, F, Fut>(
         &self,
         key: &str,
@@ -51,7 +53,8 @@ impl Upstream {
             ));
         }
         let slot = self.slot(key);
-        for attempt in 0..2 {
+        let retries = self.config.session_termination_retries;
+        for attempt in 0..=retries {
             let outcome = async {
                 let mut hs = {
                     let mut guard = slot.handshake.lock().await;
@@ -79,15 +82,15 @@ impl Upstream {
                     self.breaker.success();
                     return Ok(value);
                 }
-                Err(WireError::SessionExpired) if attempt == 0 => {
-                    tracing::info!(upstream = %self.name, "upstream session expired; opening a new one");
+                Err(WireError::SessionExpired) if attempt < retries => {
+                    tracing::info!(upstream = %self.name, "upstream session expired (404); opening a new one and sending the request again");
                     *slot.handshake.lock().await = None;
                 }
                 Err(e) => {
                     if e.is_outage() && self.breaker.failure() {
                         tracing::warn!(upstream = %self.name, "upstream circuit breaker opened: {e}");
                     }
-                    if e.is_outage() {
+                    if e.is_outage() || e == WireError::SessionExpired {
                         // The next call starts afresh (the server may have restarted).
                         *slot.handshake.lock().await = None;
                     }
@@ -99,7 +102,10 @@ impl Upstream {
                 }
             }
         }
-        Err(self.error(ErrorKind::Failed, "session expired twice"))
+        Err(self.error(
+            ErrorKind::Failed,
+            "the upstream ended its session again after session_termination_retries fresh ones",
+        ))
     }
 
     /// Ends the upstream session of MCP session `session_id` (deleted or
@@ -140,7 +146,7 @@ impl Upstream {
     /// The slot for `key`, made on first use. Making one also closes the
     /// sessions idle longer than [`IDLE_SESSION`] (their client session is
     /// most likely gone), and the least recently used past [`MAX_SESSIONS`].
-    fn slot(&self, key: &str) -> Arc<Slot> {
+    pub(super) fn slot(&self, key: &str) -> Arc<Slot> {
         let mut sessions = self.sessions.lock().expect("sessions lock");
         let slot = match sessions.get(key) {
             Some(slot) => slot.clone(),

@@ -24,6 +24,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, watch};
 
+use super::heard::Heard;
 use super::lines::{STDERR_LINE_BYTES, log_stderr, read_line};
 use super::wire::{
     Handshake, SUPPORTED_VERSIONS, WireError, initialize_message, supported_version,
@@ -71,9 +72,10 @@ struct Shared {
     started: AtomicBool,
     /// The running process group's id (0 when none): what a stop kills.
     pgid: AtomicU32,
-    /// Woken when its tool or resource lists may have changed (a restart,
-    /// or its tools or resources `list_changed` outside a call).
-    refresh: Arc<tokio::sync::Notify>,
+    /// Its `refresh` is woken when its lists may have changed (a restart,
+    /// or a `list_changed` outside a call); updates of watched resources
+    /// are announced there.
+    heard: Arc<Heard>,
 }
 
 impl StdioProcess {
@@ -83,7 +85,7 @@ impl StdioProcess {
         name: &str,
         command: StdioCommand,
         max_line: usize,
-        refresh: Arc<tokio::sync::Notify>,
+        heard: Arc<Heard>,
     ) -> StdioProcess {
         StdioProcess {
             shared: Arc::new(Shared {
@@ -94,7 +96,7 @@ impl StdioProcess {
                 stop: watch::channel(false).0,
                 started: AtomicBool::new(false),
                 pgid: AtomicU32::new(0),
-                refresh,
+                heard,
             }),
         }
     }
@@ -314,7 +316,7 @@ async fn run_once(shared: &Shared, runs: u64) -> String {
                     *run.handshake.lock().expect("handshake lock") = Some(hs);
                     shared.state.send_replace(State::Up(run.clone()));
                     if runs > 0 {
-                        shared.refresh.notify_one();
+                        shared.heard.refresh.notify_one();
                     }
                 }
                 Err(e) => return format!("failed to initialize ({e})"),
@@ -383,14 +385,11 @@ async fn read_stdout(shared: &Shared, run: &Arc<Run>, stdout: pipe::Receiver) ->
 /// the one request in flight, if only one is; else log messages go to
 /// Hangar's log, other notifications are dropped, and requests are answered
 /// here (`ping`) or refused (-32601: outside a call there is no client to
-/// ask). `list_changed` always wakes a refresh.
+/// ask). `list_changed` always wakes a refresh, and a watched resource's
+/// update is announced (`updates`).
 async fn route(shared: &Shared, run: &Arc<Run>, message: Value) {
     let method = message.get("method").and_then(Value::as_str);
-    if matches!(
-        method,
-        Some("notifications/tools/list_changed" | "notifications/resources/list_changed")
-    ) {
-        shared.refresh.notify_one();
+    if shared.heard.note(&message) {
         return;
     }
     let target = {
