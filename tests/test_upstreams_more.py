@@ -111,6 +111,48 @@ def test_a_resource_the_upstream_adds_is_announced_listed_and_read(start_server,
         stream.close()
 
 
+def test_an_http_upstreams_resource_updates_reach_the_subscribed_session(start_server, upstreams):
+    """A client's `resources/subscribe` of an HTTP upstream's URI has Hangar
+    subscribe in its own upstream session and keep that session's standalone
+    stream open: the update the upstream sends there reaches the subscribed
+    client session's stream, not another's."""
+    import queue
+    import time
+
+    u = upstreams()
+    s = start_server(plugins=[], config=open_config(u))
+    c, other = session(s), session(s)
+    assert text(c.call("up.add_resource", {"uri": "notes://watched", "text": "v1"})) == "added"
+    wait_for(lambda: any(r["uri"] == "notes://watched"
+                         for r in c.request("resources/list")["result"]["resources"]), 15, "the new resource")
+    stream, other_stream = Stream(s, c.session), Stream(s, other.session)
+    try:
+        assert c.request("resources/subscribe", {"uri": "notes://watched"})["result"] == {}
+        updated, deadline = None, time.monotonic() + 15
+        while updated is None and time.monotonic() < deadline:
+            # Hangar's own subscription is the one the upstream knows.
+            assert text(other.call("up.touch", {"uri": "notes://watched"})) == "told 1"
+            try:
+                while updated is None:
+                    m = stream.next(timeout=1)
+                    if m.get("method") == "notifications/resources/updated":
+                        updated = m
+            except queue.Empty:
+                pass
+        assert updated == {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                           "params": {"uri": "notes://watched"}}, updated
+        heard = []
+        try:
+            while True:
+                heard.append(other_stream.next(timeout=0.5))
+        except queue.Empty:
+            pass
+        assert not any(m.get("method") == "notifications/resources/updated" for m in heard), heard
+    finally:
+        stream.close()
+        other_stream.close()
+
+
 def test_an_upstream_down_at_start_brings_its_tools_when_it_comes_up(start_server):
     u = Upstream()
     s = start_server(plugins=[], config=open_config(u, refresh="1s"))

@@ -10,7 +10,8 @@ with one key to arrive together), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with), ask_name (elicits a name),
-add_tool / remove_tool (change the tool list and say so with
+touch (tells the sessions subscribed to a URI that it was updated, on
+their standalone streams), add_tool / remove_tool (change the tool list and say so with
 notifications/tools/list_changed on that call's stream), add_resource (adds
 a resource and says so with notifications/resources/list_changed on that
 call's stream), with_meta (a result
@@ -203,6 +204,29 @@ async def add_resource(uri: str, text: str, ctx: Context) -> str:
         types.ServerNotification(types.ResourceListChangedNotification()),
         related_request_id=ctx.request_id)
     return "added"
+
+
+# Sessions subscribed to each URI (resources/subscribe), told by `touch`.
+SUBSCRIBED: dict[str, list] = {}
+
+
+@mcp._mcp_server.subscribe_resource()
+async def _subscribe(uri) -> None:
+    SUBSCRIBED.setdefault(str(uri), []).append(mcp._mcp_server.request_context.session)
+
+
+@mcp.tool()
+async def touch(uri: str) -> str:
+    """Tells every session subscribed to `uri` that it was updated, on each
+    one's standalone stream (no request of theirs to answer on)."""
+    told = 0
+    for subscriber in SUBSCRIBED.get(uri, []):
+        try:
+            await subscriber.send_resource_updated(uri)
+            told += 1
+        except Exception:
+            pass
+    return f"told {told}"
 
 
 @mcp.tool()
