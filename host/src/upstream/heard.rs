@@ -26,6 +26,8 @@ const MAX_WATCHED: usize = 4096;
 /// URIs whose updates are passed on.
 pub(super) struct Heard {
     pub(super) refresh: Arc<tokio::sync::Notify>,
+    /// Set once something keeps the standalone stream open (HTTP).
+    pub(super) listening: std::sync::atomic::AtomicBool,
     /// The watched URIs, each with when its update was last announced.
     watched: Mutex<HashMap<String, Option<Instant>>>,
     changes: ResourceChanges,
@@ -35,6 +37,7 @@ impl Heard {
     pub(super) fn new(changes: ResourceChanges) -> Arc<Heard> {
         Arc::new(Heard {
             refresh: Arc::new(tokio::sync::Notify::new()),
+            listening: std::sync::atomic::AtomicBool::new(false),
             watched: Mutex::default(),
             changes,
         })

@@ -25,7 +25,6 @@ impl Upstream {
     /// Has the upstream send updates of `uri` (one of its resources a
     /// client session subscribes to); the first time only.
     pub async fn watch(self: &Arc<Self>, uri: &str) -> Result<(), CallError> {
-        let first_ever = self.heard.watched().is_empty();
         let new = (self.heard.watch(uri))
             .map_err(|why| self.error(crate::call::ErrorKind::Limit, &why))?;
         if !new {
@@ -35,7 +34,10 @@ impl Upstream {
             self.heard.unwatch(uri);
             return Err(e);
         }
-        if first_ever && !self.client.is_stdio() {
+        // Over HTTP, updates come on the standalone stream: opened once.
+        if !self.client.is_stdio()
+            && !(self.heard.listening).swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
             self.spawn_listen();
         }
         Ok(())
