@@ -10,7 +10,8 @@ with one key to arrive together), mutable (its
 description is whatever `set_description` last set; the change is announced
 with notifications/tools/list_changed on that call's stream), whoami (the
 traceparent and session id it was called with), ask_name (elicits a name),
-touch (tells the sessions subscribed to a URI that it was updated, on
+set_prompt_description (changes the prompt `greeting`'s description and
+says the prompt list changed), touch (tells the sessions subscribed to a URI that it was updated, on
 their standalone streams), add_tool / remove_tool (change the tool list and say so with
 notifications/tools/list_changed on that call's stream), add_resource (adds
 a resource and says so with notifications/resources/list_changed on that
@@ -130,6 +131,22 @@ async def set_description(text: str, ctx: Context) -> str:
     mcp._tool_manager.get_tool("mutable").description = text
     await ctx.session.send_notification(
         types.ServerNotification(types.ToolListChangedNotification()),
+        related_request_id=ctx.request_id)
+    return "changed"
+
+
+@mcp.prompt()
+def greeting(who: str) -> str:
+    """The original greeting."""
+    return f"Say hello to {who}."
+
+
+@mcp.tool()
+async def set_prompt_description(text: str, ctx: Context) -> str:
+    """Changes the description of the prompt `greeting` and says the prompt list changed."""
+    mcp._prompt_manager.get_prompt("greeting").description = text
+    await ctx.session.send_notification(
+        types.ServerNotification(types.PromptListChangedNotification()),
         related_request_id=ctx.request_id)
     return "changed"
 

@@ -29,7 +29,7 @@ pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
         .await
         .iter())
     .filter(|def| apps || !app_only(def.meta.as_ref()))
-    .map(|def| pins::listed(pins, mode, id, def))
+    .map(|def| pins::listed(pins, mode, id, &**def))
     .collect();
     match page(&req.params, &tools, st.page_size) {
         Ok((page, next)) => {

@@ -58,7 +58,17 @@ pub(super) async fn prompts_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.current();
     let principal = pipeline.listing_principal(&req.context(st)).await;
     let items = pipeline.listed_prompts(principal.as_ref(), req.toolset.as_ref());
-    listing(req, "prompts", items, st.page_size)
+    // Pinned as tools are (`[server] pinning`).
+    let session = req.session.as_deref();
+    let (pins, id) = (
+        session.map(|s| &*s.pins),
+        session.map_or("", |s| s.id.as_str()),
+    );
+    let mode = pipeline.catalog().pinning();
+    let items: Vec<Value> = (items.into_iter())
+        .map(|def| super::pins::listed(pins, mode, id, def))
+        .collect();
+    listing(req, "prompts", items.iter().collect(), st.page_size)
 }
 
 fn uri_param(req: &Request<'_>) -> Result<String, RpcError> {

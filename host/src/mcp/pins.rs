@@ -1,18 +1,17 @@
-//! Pinning in `tools/list` (`[server] pinning`, see `pipeline::pins`): the
-//! first listing a session sees pins each definition; a later one that
-//! differs is logged and marked in the tool's `_meta`.
+//! Pinning in `tools/list` and `prompts/list` (`[server] pinning`, see
+//! `pipeline::pins`): the first listing a session sees pins each
+//! definition; a later one that differs is logged and marked in its `_meta`.
 
 use serde_json::{Value, json};
 
-use crate::catalog::ToolDef;
 use crate::config::Pinning;
-use crate::pipeline::pins::{Pins, definition_hash};
+use crate::pipeline::pins::{Pinned, Pins, definition_hash};
 
-/// The `_meta` key a changed tool carries in `tools/list`.
+/// The `_meta` key a changed tool or prompt carries in its listing.
 pub const META_KEY: &str = "io.hangar/pinning";
 
 /// A listed definition as JSON, marked if it changed since it was pinned.
-pub fn listed(pins: Option<&Pins>, mode: Pinning, session: &str, def: &ToolDef) -> Value {
+pub fn listed<D: Pinned>(pins: Option<&Pins>, mode: Pinning, session: &str, def: &D) -> Value {
     let mut value = json!(def);
     if mode == Pinning::Off {
         return value;
@@ -21,16 +20,20 @@ pub fn listed(pins: Option<&Pins>, mode: Pinning, session: &str, def: &ToolDef) 
         return value;
     };
     tracing::warn!(
-        tool = %def.name,
+        name = %def.name(),
         session,
-        "tool definition changed since this session pinned it ({pinned})"
+        "{} definition changed since this session pinned it ({pinned})",
+        D::KIND
     );
-    value["_meta"] = json!({ META_KEY: {
+    if !value["_meta"].is_object() {
+        value["_meta"] = json!({});
+    }
+    value["_meta"][META_KEY] = json!({
         "changed": true,
         "pinned": pinned,
         "current": definition_hash(def),
         "blocked": mode == Pinning::Block,
-    }});
+    });
     value
 }
 

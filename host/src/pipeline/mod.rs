@@ -118,7 +118,7 @@ impl Pipeline {
         }
         // A definition changed under the session (`pinning = "block"`).
         if let Some(pins) = &cx.pins
-            && let Some(refused) = pins::refusal(pins, self.catalog.pinning(), &tool.current_def())
+            && let Some(refused) = pins::refusal(pins, self.catalog.pinning(), &*tool.current_def())
         {
             tracing::warn!(tool = name, session = ?cx.session_id, "call refused: {}", refused.message);
             return Err(refused);

@@ -174,6 +174,13 @@ impl Pipeline {
             CallError::prompt_not_found(name)
         })
         .await?;
+        // Its definition changed under the session (`pinning = "block"`).
+        if let Some(pins) = &cx.pins
+            && let Some(refused) = super::pins::refusal(pins, self.catalog.pinning(), &prompt.def)
+        {
+            tracing::warn!(prompt = name, session = ?cx.session_id, "prompts/get refused: {}", refused.message);
+            return Err(refused);
+        }
         not_cancelled(cx, Stage::Validate)?;
         for arg in prompt.def.arguments.iter().filter(|a| a.required) {
             if !arguments.contains_key(&arg.name) {
