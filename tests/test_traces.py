@@ -195,6 +195,20 @@ def test_a_failed_call_says_its_error_type_and_stage(server, receiver):
     assert attrs(call)["hangar.stage"] == "auth"
 
 
+def test_without_traceparent_an_mcp_errors_trace_id_is_the_exported_spans(server, receiver):
+    """An MCP error names the trace id its call began with (cloned before the
+    call runs); the call's span, having no parent, takes that id rather
+    than one of its own, so the id in the error finds the exported trace."""
+    c = Mcp(server.url)
+    c.initialize()
+    r = c.call("echo", {"text": 42}, headers={"x-api-key": API_KEY})
+    assert r["error"]["data"]["stage"] == "validate", r
+    trace_id = r["error"]["data"]["trace_id"]
+    (_, call), _ = call_spans(receiver, trace_id, "tools/call echo", 2)
+    assert call.parent_span_id == b"" and call.trace_id.hex() == trace_id
+    assert attrs(call)["hangar.stage"] == "validate"
+
+
 def test_without_traceparent_the_answer_names_the_spans_trace(server, receiver):
     r = httpx.post(server.url + "/tools/test_simple_text/call", json={})
     assert r.status_code == 200

@@ -138,7 +138,10 @@ fn start_call_span(
             true,
         ),
     };
-    let started = tracer.start(parent.as_ref(), tool);
+    // Without a parent the span takes the call's own id: an error answered
+    // with `cx.trace_id` (cloned before the call) names the exported trace.
+    let own = TraceId::from_hex(&cx.trace_id).ok();
+    let started = tracer.start(parent.as_ref(), own, tool);
     if !cx.trace_id.is_empty() {
         set_hex(&mut cx.trace_id, started.trace_id);
     }

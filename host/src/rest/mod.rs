@@ -178,14 +178,12 @@ async fn call(Path(name): Path<String>, caller: Caller, body: Bytes) -> Response
     // The call runs in a task of its own, cancelled when this handler is
     // dropped (hyper drops it when the client hangs up): it then ends
     // through the pipeline as a cancelled call, with its access line and
-    // its count, instead of vanishing mid-stage with neither. The task
-    // hands back the trace id, which the call's span may have set.
+    // its count, instead of vanishing mid-stage with neither. The call's
+    // span keeps the trace id it began with.
     let _cancel_on_drop = cx.cancel.drop_guard();
-    let task = tokio::spawn(async move {
-        let outcome = Box::pin(p.call(&name, args, &mut cx)).await;
-        (outcome, cx.trace_id)
-    });
-    let (outcome, trace_id) = match task.await {
+    let trace_id = cx.trace_id.clone();
+    let task = tokio::spawn(async move { Box::pin(p.call(&name, args, &mut cx)).await });
+    let outcome = match task.await {
         Ok(ended) => ended,
         Err(e) => {
             tracing::error!("call task failed: {e}");

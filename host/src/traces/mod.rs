@@ -50,13 +50,18 @@ pub struct Started {
 
 impl Tracer {
     /// Starts the span of a call of `tool` under `parent`: the trace id is
-    /// the parent's or a new one, and the sampler decides whether it is
-    /// kept. The sampler is told the tool's name, not the span's whole
+    /// the parent's, else `own` (the id the call was given when it began,
+    /// already named in its answers and logs), else a new one; the sampler
+    /// decides whether it is kept. The sampler is told the tool's name, not the span's whole
     /// name (`tools/call <tool>`), which would cost an allocation per call
     /// for samplers that do not read it (the standard ones do not).
-    pub fn start(&self, parent: Option<&SpanContext>, tool: &str) -> Started {
+    pub fn start(&self, parent: Option<&SpanContext>, own: Option<TraceId>, tool: &str) -> Started {
         let parent = parent.filter(|p| p.is_valid());
-        let trace_id = parent.map_or_else(|| self.ids.new_trace_id(), |p| p.trace_id());
+        let trace_id = match (parent, own.filter(|id| *id != TraceId::INVALID)) {
+            (Some(p), _) => p.trace_id(),
+            (None, Some(own)) => own,
+            (None, None) => self.ids.new_trace_id(),
+        };
         let sampled = self.sampling.sampled(parent, trace_id, tool);
         Started {
             trace_id,
