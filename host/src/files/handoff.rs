@@ -128,6 +128,7 @@ impl Files {
             return super::read(entry.path()).await;
         }
         let path = entry.path().to_path_buf();
+        let size = entry.size;
         super::blocking(move || {
             let refused = || std::io::Error::other("the stored file was changed");
             let file = open_read(&path)?;
@@ -137,8 +138,12 @@ impl Files {
             if plain_file(&file.metadata()?).is_err() {
                 return Err(refused());
             }
+            // No more than it held when stored: a file grown since was changed.
             let mut bytes = Vec::new();
-            (&file).read_to_end(&mut bytes)?;
+            (&file).take(size + 1).read_to_end(&mut bytes)?;
+            if bytes.len() as u64 != size {
+                return Err(refused());
+            }
             Ok(bytes)
         })
         .await
