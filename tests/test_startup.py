@@ -37,12 +37,12 @@ def test_second_start_compiles_nothing(tmp_path):
     d = plugins_dir(tmp_path, "echo", "everything", "misbehave")
     first = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
     assert first.returncode == 0, first.stdout + first.stderr
-    assert summary(first.stdout) == (3, 0, 3, 39, 0)
+    assert summary(first.stdout) == (3, 0, 3, 41, 0)
     assert "3 resources, 1 templates, 5 prompts" in first.stdout
     assert "  template test://template/{id}/data (plugin everything)" in first.stdout
     second = run_hangar("check", "--config", str(cfg), "--plugins", str(d))
     assert second.returncode == 0
-    assert summary(second.stdout) == (3, 3, 0, 39, 0)
+    assert summary(second.stdout) == (3, 3, 0, 41, 0)
     assert "echo.wasm (tool world, from cache)" in second.stdout
 
     # The serving path says the same in its startup log.

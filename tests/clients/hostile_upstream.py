@@ -14,6 +14,9 @@ Tools (each `tools/call` by name):
 - `redirect`: `307` to `--stolen` (a listener elsewhere).
 - `redirect_home`: `307` to this server's own `/mcp-moved`, which answers.
 - `hang`: never answers (the test kills this process meanwhile).
+- `shaped`: declares an `outputSchema` (`{count, items: [{id}]}`, closed)
+  and answers `n` items in that shape, or (by `mode`: `wrong_type`,
+  `undeclared`, `missing`, `none`) a result that contradicts it.
 
 Resources (each `resources/read` by URI):
 - `ui://hostile/view`: an honest MCP App view, its `_meta.ui` CSP on the
@@ -32,7 +35,19 @@ import json
 import time
 
 STATS = {"initialize": [], "written": {}, "requests": 0}
-TOOLS = ["echo", "huge", "huge_declared", "endless", "events", "redirect", "redirect_home", "hang"]
+TOOLS = ["echo", "huge", "huge_declared", "endless", "events", "redirect", "redirect_home", "hang",
+         "shaped"]
+SHAPED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "count": {"type": "integer"},
+        "items": {"type": "array", "items": {
+            "type": "object", "properties": {"id": {"type": "integer"}},
+            "required": ["id"], "additionalProperties": False}},
+    },
+    "required": ["count", "items"],
+    "additionalProperties": False,
+}
 VIEW = "ui://hostile/view"
 VIEW_MIME = "text/html;profile=mcp-app"
 VIEW_META = {"ui": {"csp": {"connectDomains": ["https://api.example.com"]}, "prefersBorder": True}}
@@ -47,8 +62,29 @@ def resource(uri):
 
 
 def tool(name):
-    return {"name": name, "description": f"hostile: {name}",
-            "inputSchema": {"type": "object", "additionalProperties": True}}
+    listed = {"name": name, "description": f"hostile: {name}",
+              "inputSchema": {"type": "object", "additionalProperties": True}}
+    if name == "shaped":
+        listed["outputSchema"] = SHAPED_SCHEMA
+    return listed
+
+
+def shaped(args):
+    """The `shaped` tool's result for `mode` and `n`."""
+    mode, n = args.get("mode", "good"), int(args.get("n", 3))
+    extra = {"internal": "undeclared"} if mode == "undeclared" else {}
+    items = [{"id": i, **extra} for i in range(n)]
+    value = {"count": n, "items": items}
+    if mode == "wrong_type":
+        value["count"] = str(n)
+    elif mode == "undeclared":
+        value["secret"] = "not declared"
+    elif mode == "missing":
+        del value["count"]
+    result = {"content": [{"type": "text", "text": json.dumps(value)}]}
+    if mode != "none":
+        result["structuredContent"] = value
+    return result
 
 
 async def read_request(reader):
@@ -140,6 +176,8 @@ async def call(writer, args, id_, name, stolen):
     if name == "echo":
         await send(writer, response("200 OK", rpc(id_, {
             "content": [{"type": "text", "text": args.get("text", "")}]})))
+    elif name == "shaped":
+        await send(writer, response("200 OK", rpc(id_, shaped(args))))
     elif name == "huge":
         await huge(writer, key, b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"' % id_,
                    b'"}]}}', int(args.get("mb", 200)))

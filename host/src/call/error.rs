@@ -19,12 +19,14 @@ pub enum Stage {
     /// An upstream MCP server's call (unreachable, timed out, breaker open).
     Upstream,
     OutputMap,
+    /// The presenter: a result checked against the tool's `outputSchema`.
+    Output,
 }
 
 impl Stage {
     /// How many stages there are (for tables indexed by `stage as usize`;
-    /// `OutputMap` is the last variant).
-    pub const COUNT: usize = Stage::OutputMap as usize + 1;
+    /// `Output` is the last variant).
+    pub const COUNT: usize = Stage::Output as usize + 1;
 
     /// Every stage, in order: `ALL[stage as usize] == stage`.
     pub const ALL: [Stage; Stage::COUNT] = [
@@ -39,6 +41,7 @@ impl Stage {
         Stage::Handler,
         Stage::Upstream,
         Stage::OutputMap,
+        Stage::Output,
     ];
 
     /// The name used in messages and in `data.stage`.
@@ -55,6 +58,7 @@ impl Stage {
             Stage::Handler => "handler",
             Stage::Upstream => "upstream",
             Stage::OutputMap => "output_map",
+            Stage::Output => "output",
         }
     }
 }

@@ -39,7 +39,7 @@ pub use offered::{
 pub use principal::{AccessToken, Principal};
 pub use program::{ProgramCall, ProgramCalls};
 pub use request::{RequestInfo, Transport};
-pub use result::{Content, ResourceContents, ToolResult};
+pub use result::{Content, HINTS_META, ResourceContents, TRUNCATED_META, ToolResult};
 pub use tick::Tick;
 pub use tool::{Annotations, Meta, ToolDef, json_kind};
 pub use toolset::Toolset;

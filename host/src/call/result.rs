@@ -90,4 +90,51 @@ impl ToolResult {
             .get_or_insert_with(Default::default)
             .insert(key.to_string(), value);
     }
+
+    /// Adds a rule to the presenter hints (`_meta["hangar/hints"].rules`),
+    /// after those a tool or a mapper set.
+    pub fn add_rule(&mut self, rule: String) {
+        let meta = self.meta.get_or_insert_with(Default::default);
+        let hints = meta
+            .entry(HINTS_META)
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !hints.is_object() {
+            // A tool's hints that are no object are replaced, not merged.
+            *hints = Value::Object(Default::default());
+        }
+        let rules = hints
+            .as_object_mut()
+            .expect("made an object above")
+            .entry("rules")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        match rules {
+            Value::Array(rules) => rules.push(Value::String(rule)),
+            other => *other = Value::Array(vec![Value::String(rule)]),
+        }
+    }
+
+    /// Says the array at `pointer` (in `structuredContent`) was cut to `kept`
+    /// items of `total` (`None`: the source stopped reading, as a DB tool's
+    /// `max_rows` does, and never counted the rest): in
+    /// `_meta["hangar/truncated"]` and in a hint the model reads.
+    pub fn report_truncated(&mut self, pointer: &str, total: Option<usize>, kept: usize) {
+        self.set_meta(
+            TRUNCATED_META,
+            serde_json::json!({ "pointer": pointer, "total": total, "kept": kept }),
+        );
+        let of = total.map_or_else(|| "more".to_string(), |t| t.to_string());
+        self.add_rule(format!(
+            "Only {kept} of {of} items at {pointer} were returned; ask for fewer \
+             (narrower arguments, or a page) to see the rest."
+        ));
+    }
 }
+
+/// `_meta` key of presenter hints: `{"rules": [...], "suggested_calls":
+/// [{"tool", "arguments", "reason"}]}`, set by a tool or an output mapper,
+/// and by Hangar when it cut a result.
+pub const HINTS_META: &str = "hangar/hints";
+
+/// `_meta` key saying a result's array was cut: `{pointer, total, kept}`
+/// (`[[tools]] limit`, a DB tool's `max_rows`).
+pub const TRUNCATED_META: &str = "hangar/truncated";

@@ -86,7 +86,7 @@ impl Catalog {
             }),
             meta: None,
         };
-        let stages = self.plugins.stages_for(config, &name, &def.input_schema)?;
+        let stages = self.plugins.stages_for(config, &def)?;
         let public_url = (config.artifacts.public_url.as_deref())
             .or(config.server.public_url.as_deref())
             .map(|u| u.trim_end_matches('/').to_string());

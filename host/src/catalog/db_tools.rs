@@ -38,7 +38,7 @@ impl Catalog {
                 .map_err(|e| anyhow::anyhow!("tool {}: {e}", cfg.name))?;
             let stages = self
                 .plugins
-                .stages_for(config, &cfg.name, &tool.def.input_schema)
+                .stages_for(config, &tool.def)
                 .map_err(|e| anyhow::anyhow!(e))?;
             let rate = RateLimits::new([
                 tool_limiter(config, &cfg.name, self.cluster.as_ref()),

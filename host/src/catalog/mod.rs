@@ -20,6 +20,7 @@ mod glob;
 mod invalidate;
 mod naming;
 mod offered;
+mod output;
 mod rate;
 pub mod search;
 mod stages;
@@ -34,6 +35,7 @@ pub use glob::glob_match;
 pub use offered::{
     CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
 };
+pub use output::{Mismatch, OutputCheck};
 pub use rate::{Limiter, RateLimits};
 pub use stages::{AuthStage, MapperStage, Stages, Unconnected, claims_match};
 pub use toolsets::{Scope, Toolsets};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::ArgsValidator;
-use crate::call::Principal;
+use super::{ArgsValidator, OutputCheck};
+use crate::call::{Principal, ToolDef};
 use crate::config::{AuthConfig, AuthKeyword, AuthSetting, Config, Limits};
 use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
@@ -37,6 +37,9 @@ pub struct Stages {
     /// The arguments' check against the tool's `inputSchema` (accepts
     /// anything for resources and prompts, which have no schema).
     pub validator: ArgsValidator,
+    /// The presenter's rules for its results: the cut, the undeclared
+    /// properties dropped, the check against `outputSchema`.
+    pub output: OutputCheck,
     /// Claims a caller needs to see and call the tool; `None`: everyone.
     pub visible_to: Option<BTreeMap<String, Vec<String>>>,
     /// OAuth scopes the caller's token must grant (`[[tools]] scopes`).
@@ -189,14 +192,11 @@ impl Plugins {
         (plugins, tools)
     }
 
-    /// The stages of tool `name`. A stage naming a plugin that did not load
-    /// is an error: a tool never runs without the auth check it was given.
-    pub fn stages_for(
-        &self,
-        config: &Config,
-        name: &str,
-        schema: &Value,
-    ) -> Result<Stages, String> {
+    /// The stages of the tool `def` describes. A stage naming a plugin that
+    /// did not load is an error: a tool never runs without the auth check
+    /// it was given.
+    pub fn stages_for(&self, config: &Config, def: &ToolDef) -> Result<Stages, String> {
+        let (name, schema) = (def.name.as_str(), &def.input_schema);
         let tool_cfg = config.tool(name);
         let auth = self.auth_stage(
             config,
@@ -231,11 +231,19 @@ impl Plugins {
         let input_map = mapper(mappers.and_then(|m| m.input.as_ref()), "input")?;
         let output_map = mapper(mappers.and_then(|m| m.output.as_ref()), "output")?;
         let validator = ArgsValidator::new(schema).map_err(|e| format!("tool {name}: {e}"))?;
+        let output = OutputCheck::new(
+            def.output_schema.as_ref(),
+            config.server.output_validation,
+            (tool_cfg.and_then(|t| t.strip_undeclared)).unwrap_or(config.server.strip_undeclared),
+            tool_cfg.and_then(|t| t.limit.clone()),
+        )
+        .map_err(|e| format!("tool {name}: {e}"))?;
         Ok(Stages {
             auth,
             input_map,
             output_map,
             validator,
+            output,
             visible_to: tool_cfg.and_then(|t| t.visible_to.clone()),
             scopes: tool_cfg.map(|t| t.scopes.clone()).unwrap_or_default(),
             requires: tool_cfg.map(|t| t.requires.clone()).unwrap_or_default(),

@@ -185,9 +185,7 @@ impl Catalog {
         def: &ToolDef,
         path: &std::path::Path,
     ) -> Result<CatalogTool, String> {
-        let mut stages = self
-            .plugins
-            .stages_for(config, &def.name, &def.input_schema)?;
+        let mut stages = self.plugins.stages_for(config, def)?;
         if let Some(cfg) = config.upstreams.get(&upstream.name) {
             stages.require(&cfg.requires);
             stages.require(cfg.auth.iter().flat_map(|a| &a.credential));

@@ -113,7 +113,7 @@ impl Catalog {
                     Some(max) => Some(Arc::new(Gate::new(max, format!("tool {}", def.name)))),
                     None => plugin_gate.clone(),
                 };
-                let stages = match plugins.stages_for(config, &def.name, &def.input_schema) {
+                let stages = match plugins.stages_for(config, &def) {
                     Ok(mut stages) => {
                         stages.require(plugin_config.iter().flat_map(|p| &p.requires));
                         stages

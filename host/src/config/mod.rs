@@ -56,8 +56,10 @@ pub use plugins::{InstancesConfig, PluginConfig};
 pub use rate::RateLimit;
 pub use registries::{RegistriesConfig, RegistryAuthConfig};
 pub use selection::{Rename, ToolSelection};
-pub use server::{CatalogMode, ErrorStyle, ServerConfig, TrustedProxy};
-pub use tools::{AuthConfig, AuthKeyword, AuthSetting, MapperConfig, TaskSupport, ToolConfig};
+pub use server::{CatalogMode, ErrorStyle, OutputValidation, ServerConfig, TrustedProxy};
+pub use tools::{
+    AuthConfig, AuthKeyword, AuthSetting, MapperConfig, ResultLimit, TaskSupport, ToolConfig,
+};
 pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
 pub use upstreams::{
@@ -152,6 +154,7 @@ impl Config {
             .and_then(|()| config.validate_toolsets())
             .and_then(|()| config.validate_credentials())
             .and_then(|()| config.validate_files())
+            .and_then(|()| config.validate_limits())
             .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))?;
         if let Some(cluster) = &config.cluster {
             cluster
@@ -335,6 +338,18 @@ impl Config {
             )),
             None => Ok(()),
         }
+    }
+
+    /// Each `[[tools]] limit` points inside the result.
+    pub fn validate_limits(&self) -> Result<(), String> {
+        for t in &self.tools {
+            if let Some(limit) = &t.limit {
+                limit
+                    .checked()
+                    .map_err(|e| format!("[[tools]] {:?}: {e}", t.name))?;
+            }
+        }
+        Ok(())
     }
 
     /// A path from the config file, relative to the file's folder.

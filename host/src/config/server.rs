@@ -23,6 +23,22 @@ pub enum ErrorStyle {
     Result,
 }
 
+/// What the presenter does with a result that does not match its tool's
+/// `outputSchema`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputValidation {
+    /// The call fails with stage `output`, naming the path and what was
+    /// expected.
+    #[default]
+    Strict,
+    /// Logged and counted (`hangar_output_invalid_total`); the result is
+    /// passed on as it is.
+    Warn,
+    /// Not checked.
+    Off,
+}
+
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -153,6 +169,13 @@ pub struct ServerConfig {
     /// client address when anonymous — may have kept at once; a task is
     /// kept for its `ttlMs` (one hour) after it was created.
     pub max_tasks_per_owner: u64,
+    /// Whether results are checked against their tool's `outputSchema`
+    /// (after the output map, before they are sent): `strict`, `warn`, `off`.
+    pub output_validation: OutputValidation,
+    /// Properties a result carries that its `outputSchema` does not declare
+    /// where it says `additionalProperties: false` are dropped before the
+    /// check, instead of failing it (`[[tools]] strip_undeclared` per tool).
+    pub strip_undeclared: bool,
     /// The toolset `/mcp` and the REST surface's `/tools…` serve (a
     /// `[toolsets]` name); unset, they serve the whole catalog.
     pub default_toolset: Option<String>,
@@ -264,6 +287,8 @@ impl Default for ServerConfig {
             max_subscriptions_per_session: 256,
             max_tasks_per_owner: 1000,
             default_toolset: None,
+            output_validation: OutputValidation::Strict,
+            strip_undeclared: false,
         }
     }
 }

@@ -68,6 +68,49 @@ pub struct ToolConfig {
     /// extension) for a client that declares the extension: `optional`
     /// (others get the result as usual) or `required` (others get -32021).
     pub task: Option<TaskSupport>,
+    /// Cuts an array of the result to `max` items before it is checked and
+    /// sent: `limit = { pointer = "/items", max = 50 }`; the result's
+    /// `_meta["hangar/truncated"]` says so.
+    pub limit: Option<ResultLimit>,
+    /// Overrides `[server] strip_undeclared` for this tool.
+    pub strip_undeclared: Option<bool>,
+}
+
+/// `[[tools]] limit` (or `"x-hangar-limit"` at the top of a tool's
+/// `outputSchema`): the array at `pointer` in `structuredContent` keeps at
+/// most `max` items.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResultLimit {
+    /// A JSON pointer into `structuredContent`, e.g. `/items`.
+    #[schemars(regex(pattern = "^/"))]
+    pub pointer: String,
+    /// How many items are kept (at least 1).
+    pub max: std::num::NonZeroUsize,
+}
+
+impl ResultLimit {
+    /// A limit read from a tool's own `outputSchema` (`"x-hangar-limit"`).
+    pub fn declared(output_schema: &serde_json::Value) -> Option<Result<ResultLimit, String>> {
+        let declared = output_schema.get("x-hangar-limit")?;
+        Some(
+            serde_json::from_value::<ResultLimit>(declared.clone())
+                .map_err(|e| format!("x-hangar-limit: {e}"))
+                .and_then(|l| l.checked().map(|()| l)),
+        )
+    }
+
+    /// A pointer names a place inside the result: it starts with `/`.
+    pub fn checked(&self) -> Result<(), String> {
+        if self.pointer.starts_with('/') {
+            Ok(())
+        } else {
+            Err(format!(
+                "limit: pointer {:?} must start with \"/\" (e.g. \"/items\")",
+                self.pointer
+            ))
+        }
+    }
 }
 
 /// Whether a tool's calls become tasks (`[[tools]] task`).

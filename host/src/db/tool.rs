@@ -405,10 +405,15 @@ fn tool_result(served: &Served) -> ToolResult {
             text: format!("(truncated: more rows than max_rows = {})", rows.rows.len()),
         });
     }
-    ToolResult {
+    let mut result = ToolResult {
         content,
         structured_content: Some(json!({ "rows": rows.rows, "truncated": rows.truncated })),
         is_error: false,
         meta: None,
+    };
+    if rows.truncated {
+        // Reading stopped at `max_rows`: how many more there were is unknown.
+        result.report_truncated("/rows", None, rows.rows.len());
     }
+    result
 }

@@ -39,6 +39,12 @@ struct ProgramCallLabels {
     outcome: &'static str,
 }
 
+/// A tool, for the series counted per tool outside the tallies.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
 /// Where the instance-slot gauge is read at scrape time: the slots in use
 /// by pool (`tools`, `stages`). Whoever owns the scheduler hands one over,
 /// so the `/metrics` route reads it without naming the runtime.
@@ -81,6 +87,8 @@ pub struct Metrics {
     /// Tool calls made by code-mode programs (`run`), also counted in
     /// `hangar_calls_total` as every call is.
     program_calls: Family<ProgramCallLabels, Counter>,
+    /// Results that did not match their tool's `outputSchema`, by tool.
+    output_invalid: Family<ToolLabels, Counter>,
     db_in_use: Gauge,
     db_waiting: Gauge,
     /// Copied from the caches' own counters at scrape time.
@@ -110,6 +118,7 @@ impl Metrics {
             reloads: Counter::default(),
             instances,
             program_calls: Family::default(),
+            output_invalid: Family::default(),
             db_in_use: Gauge::default(),
             db_waiting: Gauge::default(),
             cache_hits: Counter::default(),
@@ -139,6 +148,11 @@ impl Metrics {
             "program_calls",
             "Tool calls made by code-mode programs (run), by tool and outcome",
             m.program_calls.clone(),
+        );
+        r.register(
+            "output_invalid",
+            "Results that did not match their tool's outputSchema (refused under strict, passed on under warn), by tool",
+            m.output_invalid.clone(),
         );
         r.register(
             "wasm_instances_in_use",
@@ -221,6 +235,18 @@ impl Metrics {
             }
             _ => {}
         }
+    }
+
+    /// Counts a result that did not match its tool's `outputSchema`.
+    pub fn output_invalid(&self, tool: &str) {
+        if self.off {
+            return;
+        }
+        self.output_invalid
+            .get_or_create(&ToolLabels {
+                tool: tool.to_string(),
+            })
+            .inc();
     }
 
     /// Counts one catalog reload (hot reload calls this once per swap).

@@ -13,6 +13,7 @@ mod live;
 pub mod meta;
 mod observe;
 mod offers;
+mod present;
 mod setup;
 
 use serde_json::{Value, json};
@@ -174,6 +175,8 @@ impl Pipeline {
                     .await?
             }
         };
+        proceed(cx, clock, Stage::Output, false)?;
+        self.present(name, &stages.output, &mut result)?;
         if let Some(invalidated) = invalidated {
             result.set_meta(INVALIDATED_META, json!(invalidated));
         }
@@ -345,9 +348,6 @@ fn proceed(
 /// `_meta` key of the tools and resources whose cached results a call
 /// invalidated (`[[tools]] invalidates`).
 pub const INVALIDATED_META: &str = "hangar/invalidated";
-/// `_meta` key of presenter hints: `{"rules": [...], "suggested_calls":
-/// [{"tool", "arguments", "reason"}]}`, set by a tool or an output mapper.
-pub const HINTS_META: &str = "hangar/hints";
 
 async fn execute(
     tool: &CatalogTool,

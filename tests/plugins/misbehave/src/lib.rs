@@ -1,5 +1,7 @@
-//! `misbehave`: guests that break the rules, for tests of the runtime's limits.
-//! Kept out of the default plugins folder.
+//! `misbehave`: guests that break the rules, for tests of the runtime's limits
+//! and of the presenter (`shaped`, `shaped_limited`: results that may
+//! contradict the output schema they declare). Kept out of the default
+//! plugins folder.
 
 use std::hint::black_box;
 
@@ -35,7 +37,7 @@ fn recurse(depth: u64) -> u64 {
 
 impl Tool for Misbehave {
     fn list_tools() -> Vec<ToolDefinition> {
-        TOOLS
+        let mut tools: Vec<ToolDefinition> = TOOLS
             .iter()
             .map(|(name, description)| {
                 ToolDefinition::new(
@@ -44,15 +46,35 @@ impl Tool for Misbehave {
                     json!({ "type": "object", "properties": {} }),
                 )
             })
-            .collect()
+            .collect();
+        let mut limited = shaped_schema();
+        limited["x-hangar-limit"] = json!({ "pointer": "/items", "max": 5 });
+        tools.push(
+            ToolDefinition::new(
+                "shaped",
+                "Answers `n` items in the shape its output schema declares, or (by `mode`) one that contradicts it",
+                shaped_input(),
+            )
+            .output_schema(shaped_schema()),
+        );
+        tools.push(
+            ToolDefinition::new(
+                "shaped_limited",
+                "As shaped, and its output schema cuts /items to 5 (x-hangar-limit)",
+                shaped_input(),
+            )
+            .output_schema(limited),
+        );
+        tools
     }
 
     fn call_tool(
         _cx: CallContext,
         name: String,
-        _arguments: String,
+        arguments: String,
     ) -> Result<CallResult, ToolError> {
         match name.as_str() {
+            "shaped" | "shaped_limited" => shaped(&arguments),
             "spin" => {
                 let mut n = 0u64;
                 loop {
@@ -77,6 +99,69 @@ impl Tool for Misbehave {
             other => Err(ToolError::new(format!("unknown tool {other}"))),
         }
     }
+}
+
+fn shaped_input() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "mode": {
+                "type": "string",
+                "enum": ["good", "wrong_type", "undeclared", "missing", "none"],
+                "default": "good"
+            },
+            "n": { "type": "integer", "minimum": 0, "default": 3 }
+        }
+    })
+}
+
+/// `{count, items: [{id}]}`, closed at both levels.
+fn shaped_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "count": { "type": "integer" },
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": { "id": { "type": "integer" } },
+                    "required": ["id"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["count", "items"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct ShapedArgs {
+    mode: String,
+    n: u64,
+}
+
+/// The result `mode` asks for; its text block mirrors the structured content.
+fn shaped(arguments: &str) -> Result<CallResult, ToolError> {
+    let args: ShapedArgs = hangar_sdk::parse_args(arguments)?;
+    let items: Vec<serde_json::Value> = (0..args.n)
+        .map(|id| match args.mode.as_str() {
+            "undeclared" => json!({ "id": id, "internal": "dropped by strip_undeclared" }),
+            _ => json!({ "id": id }),
+        })
+        .collect();
+    let value = match args.mode.as_str() {
+        "wrong_type" => json!({ "count": args.n.to_string(), "items": items }),
+        "undeclared" => json!({ "count": args.n, "items": items, "secret": "not declared" }),
+        "missing" => json!({ "items": items }),
+        _ => json!({ "count": args.n, "items": items }),
+    };
+    let result = CallResult::text(value.to_string());
+    Ok(match args.mode.as_str() {
+        "none" => result,
+        _ => result.with_structured(value),
+    })
 }
 
 hangar_sdk::export_tool!(Misbehave);
