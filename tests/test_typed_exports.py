@@ -1027,3 +1027,30 @@ def test_package_docs_give_the_descriptions(tmp_path, shared_cache, version):
         assert value_of(Mcp(s.url).call(K + "add", {"a": 1, "b": 1})) == 2
     finally:
         s.stop()
+
+
+def test_package_docs_of_exports_sharing_an_imports_name_come_from_the_export_half(tmp_path):
+    """wit-parser keeps an export whose name an import also has in the export
+    half of each table (`func_exports`, `interface_exports`); the import half
+    (`funcs`, `interfaces`) holds the import's docs. Hangar calls exports."""
+    docs = {
+        "worlds": {"kitchen": {
+            "funcs": {"add": "The import's docs, never shown.", "fetch": "GETs a URL."},
+            "func_exports": {"add": {"docs": "Adds two numbers (the export half)."}},
+            "interfaces": {"types": {"funcs": {"lookup": "The import's lookup."}}},
+            "interface_exports": {"types": {"funcs": {"lookup": "Finds a point (the export half)."}}},
+        }},
+        "interfaces": {"types": {"funcs": {"echo-u8": "Echoes a byte."}}},
+    }
+    s = Server(tmp_path, ())
+    (s.plugins_dir / f"{KITCHEN}.wasm").write_bytes(
+        with_package_docs(plugin_path(KITCHEN).read_bytes(), docs, 1))
+    s.start()
+    try:
+        tools = listed(s)
+        assert tools[K + "add"].description == "Adds two numbers (the export half)."
+        assert tools[K + "fetch"].description == "GETs a URL."
+        assert tools[T + "lookup"].description == "Finds a point (the export half)."
+        assert tools[T + "echo-u8"].description == "Echoes a byte."
+    finally:
+        s.stop()

@@ -43,14 +43,9 @@ impl PackageDocs {
                 }
             }
         };
-        for world in json
-            .get("worlds")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-        {
-            take("", world.1.get("funcs"));
-        }
+        // Named interfaces of the package first; a world's own (inline)
+        // interfaces and functions after, so they win over a package
+        // interface of the same name.
         for (iface, meta) in json
             .get("interfaces")
             .and_then(Value::as_object)
@@ -58,6 +53,29 @@ impl PackageDocs {
             .flatten()
         {
             take(&format!("{iface}."), meta.get("funcs"));
+        }
+        for (_, world) in json
+            .get("worlds")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            // Each table has an export half (`func_exports`,
+            // `interface_exports`) that holds an export sharing its name
+            // with an import; the import half holds the rest. Hangar calls
+            // exports, so the export half is read last and wins.
+            take("", world.get("funcs"));
+            take("", world.get("func_exports"));
+            for table in ["interfaces", "interface_exports"] {
+                for (iface, meta) in world
+                    .get(table)
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    take(&format!("{iface}."), meta.get("funcs"));
+                }
+            }
         }
         PackageDocs { funcs }
     }
@@ -100,6 +118,23 @@ mod tests {
         assert_eq!(docs.func("math.add"), Some("Adds two numbers."));
         assert_eq!(docs.func("blank"), None);
         assert_eq!(docs.func("add"), None);
+    }
+
+    #[test]
+    fn the_export_half_wins_over_the_import_of_the_same_name() {
+        let docs = PackageDocs::from_json(&serde_json::json!({
+            "interfaces": {"math": {"funcs": {"add": "The package interface's add."}}},
+            "worlds": {"w": {
+                "funcs": {"log": "The imported log.", "only-import": "Imported."},
+                "func_exports": {"log": "The exported log."},
+                "interfaces": {"math": {"funcs": {"add": "The imported add.", "sub": "Subtracts."}}},
+                "interface_exports": {"math": {"funcs": {"add": {"docs": "The exported add."}}}},
+            }},
+        }));
+        assert_eq!(docs.func("log"), Some("The exported log."));
+        assert_eq!(docs.func("only-import"), Some("Imported."));
+        assert_eq!(docs.func("math.add"), Some("The exported add."));
+        assert_eq!(docs.func("math.sub"), Some("Subtracts."));
     }
 
     #[test]
