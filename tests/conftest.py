@@ -63,6 +63,12 @@ class Server:
         self.proc = None
 
     def start(self):
+        """Starts the process and waits until it answers `/healthz`."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self):
+        """Starts the process without waiting for it."""
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [str(HANGAR_BIN), "serve", "--config", str(self.config_path),
@@ -70,6 +76,10 @@ class Server:
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1", **self.env},
             cwd=self.workdir,
         )
+        return self
+
+    def wait_ready(self):
+        """Waits until the launched process answers `/healthz`."""
         # Python and JS components take a while to compile on a first start
         # (~15 s of CPU each here), and under load far longer: 900 s is
         # against a hang only (scripts/stress beside 6 busy loops saw a
@@ -77,12 +87,15 @@ class Server:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"hangar exited {self.proc.returncode}:\n{self.log_text()}")
             try:
                 httpx.get(self.url + "/healthz", timeout=1)
                 return self
             except httpx.TransportError:
                 time.sleep(0.05)
+        # A server that never answered is stopped here, not left running.
+        self.stop()
         raise RuntimeError(f"hangar did not start:\n{self.log_text()}")
 
     def log_text(self) -> str:
@@ -107,6 +120,7 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait(10)
         if self.proc:
             self.log.close()
 
@@ -280,9 +294,10 @@ def start_server(tmp_path_factory, shared_cache):
 
     def start(plugins=("echo", "everything", "misbehave"), config="", cache=True, env=None):
         workdir = tmp_path_factory.mktemp("hangar")
-        s = Server(workdir, plugins, config, shared_cache if cache else None, env).start()
+        s = Server(workdir, plugins, config, shared_cache if cache else None, env)
+        # Kept before it starts: one that fails to start is stopped too.
         servers.append(s)
-        return s
+        return s.start()
 
     yield start
     for s in servers:

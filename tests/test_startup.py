@@ -1,13 +1,21 @@
-"""Discovery, the compiled-component cache, `hangar check`, and /healthz."""
+"""Discovery, the compiled-component cache, `hangar check`, and /healthz;
+start-up beside another process (issue 65, item 7): the second waits on
+the first's compile lock only for the component it needs (a process
+compiles one component at a time, smallest first, and takes a component's
+lock when its turn comes), and SIGTERM ends a start-up at any point of it,
+compiling included."""
 
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import httpx
+import pytest
 
-from conftest import HANGAR_BIN, Server, plugin_path, run_hangar
+from conftest import HANGAR_BIN, Server, plugin_path, run_hangar, wait_for
 
 
 def write_config(tmp_path, cache, extra=""):
@@ -184,3 +192,59 @@ def test_hangar_environment_variables_stand_in_for_the_flags(tmp_path, shared_ca
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+# A batch that takes a while to compile (the Python and JavaScript
+# components take ~15 s of CPU each here), and a small component in it.
+HEAVY = ["echo", "py-greet", "js-reverse"]
+
+
+def listening(s: Server) -> bool:
+    try:
+        return httpx.get(s.url + "/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.xdist_group("startup")
+def test_a_process_waits_for_one_compile_and_sigterm_ends_a_start_up(tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "heavy").mkdir()
+    (tmp_path / "light").mkdir()
+    heavy = Server(tmp_path / "heavy", HEAVY, "", cache)
+    light = Server(tmp_path / "light", ["echo"], "", cache)
+    try:
+        heavy.launch()
+        wait_for(lambda: "compiling component" in heavy.log_text(), 60,
+                 "the heavy process to start compiling")
+        # The light process needs echo only: it compiles it itself, or waits
+        # for the heavy one's compile of echo, or reads what that wrote —
+        # never for the Python and JavaScript components.
+        light.launch()
+        wait_for(lambda: listening(light) or not heavy.alive() or listening(heavy), 600,
+                 "either process to be ready")
+        assert listening(light), "the light process waited for the heavy one's whole batch"
+        assert not listening(heavy), "the heavy batch was done before the light process"
+        r = httpx.post(light.url + "/tools/echo/call", json={"text": "ready"}, timeout=10)
+        assert r.status_code == 200 and r.json()["content"][0]["text"] == "ready"
+
+        # SIGTERM while the heavy process still compiles: it ends there.
+        assert "listening on" not in heavy.log_text()
+        heavy.proc.send_signal(signal.SIGTERM)
+        asked = time.monotonic()
+        code = heavy.proc.wait(30)
+        took = time.monotonic() - asked
+        assert code == 0, heavy.log_text()[-2000:]
+        assert "stopped during start-up" in heavy.log_text()
+        assert took < 10, f"SIGTERM took {took:.1f} s to end the start-up"
+        # What it compiled before the stop is whole in the cache: the light
+        # process's restart and another start read it back.
+        light.stop()
+        again = Server(tmp_path / "light", ["echo"], "", cache).start()
+        try:
+            assert 'origin="cache"' in again.log_text() or "origin=cache" in again.log_text()
+        finally:
+            again.stop()
+    finally:
+        heavy.stop()
+        light.stop()

@@ -387,7 +387,17 @@ async fn serve(
         toolset: (config.server.default_toolset.as_deref()).map(hangar::pipeline::Toolset::new),
     });
     let started = std::time::Instant::now();
-    let hangar = Hangar::load(config).await?;
+    // Heard from here on: a stop during start-up ends the process there
+    // (the loader's threads are left to the process's exit).
+    let stop = server::Stop::listen();
+    let hangar = tokio::select! {
+        biased;
+        () = stop.requested() => {
+            tracing::info!("stopped during start-up, after {:?}", started.elapsed());
+            return Ok(ExitCode::SUCCESS);
+        }
+        loaded = Hangar::load(config) => loaded?,
+    };
     tracing::info!(
         components = hangar.report.loaded.len(),
         from_cache = hangar.report.from_cache,
@@ -412,7 +422,7 @@ async fn serve(
     // listens, so a SIGHUP never finds the default action (exit) in place.
     let plugins = hangar.config.server.plugins.clone();
     let _watch = watch::start(Arc::new(Reloader::new(&hangar, source)), &plugins);
-    server::serve(&hangar, listen, stdio).await?;
+    server::serve(&hangar, listen, stdio, &stop).await?;
     Ok(ExitCode::SUCCESS)
 }
 

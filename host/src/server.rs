@@ -16,6 +16,7 @@ mod conn;
 mod connect;
 mod files;
 mod probes;
+mod stop;
 mod tokens;
 mod toolsets;
 
@@ -37,6 +38,7 @@ use crate::health::Health;
 use crate::mcp::{self, McpState, OriginPolicy};
 use crate::pipeline::Toolset;
 use crate::rest;
+pub use stop::Stop;
 use toolsets::in_toolset;
 
 /// Builds the whole HTTP application for a loaded Hangar. Every route but
@@ -239,13 +241,14 @@ fn instance_gauge(hangar: &Hangar) -> crate::metrics::InstanceGauge {
     })
 }
 
-/// Serves until Ctrl-C or SIGTERM: HTTP on `listen`, MCP on stdin and
-/// stdout with `stdio`, or both. With `stdio`, the end of stdin ends the
-/// process too (once the requests running on it are answered).
+/// Serves until `stop` (Ctrl-C or SIGTERM): HTTP on `listen`, MCP on stdin
+/// and stdout with `stdio`, or both. With `stdio`, the end of stdin ends
+/// the process too (once the requests running on it are answered).
 pub async fn serve(
     hangar: &Hangar,
     listen: Option<SocketAddr>,
     stdio: Option<mcp::StdioOptions>,
+    stop: &Stop,
 ) -> anyhow::Result<()> {
     let stats = Arc::new(HttpStats::default());
     let (app, fronts) = routes(hangar, stats.clone());
@@ -261,7 +264,7 @@ pub async fn serve(
         // stdio alone: no port is bound.
         tokio::select! {
             () = stdin_ended => {}
-            () = shutdown() => {}
+            () = stop.requested() => {}
         }
         mcp.end_streams();
         return Ok(());
@@ -270,10 +273,11 @@ pub async fn serve(
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let limits = ConnLimits::from_config(&hangar.config.server);
     // Open GET streams end at once; running calls get the grace.
-    let stop = async move {
+    let asked = stop.requested();
+    let ended = async move {
         tokio::select! {
             () = stdin_ended => {}
-            () = shutdown() => {}
+            () = asked => {}
         }
         mcp.end_streams();
     };
@@ -287,10 +291,10 @@ pub async fn serve(
             app,
             limits,
             Arc::new(HttpStats::default()),
-            shutdown(),
+            stop.requested(),
         ));
     }
-    conn::run(listener, app, limits, stats, stop).await;
+    conn::run(listener, app, limits, stats, ended).await;
     Ok(())
 }
 
@@ -308,19 +312,6 @@ fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(listen)?;
     socket.listen(LISTEN_BACKLOG)
-}
-
-async fn shutdown() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
 }
 
 /// Refuses requests whose Host or Origin is not allowed (DNS rebinding).

@@ -141,33 +141,37 @@ impl Loader {
     }
 
     /// Loads every component of the plugins directory and builds the
-    /// catalog. Compiling blocks (unchanged components come from the
-    /// compiled cache in milliseconds), so off start-up call it from a
-    /// blocking thread's future: see [`Loader::build_off_path`]. Fails only
-    /// on what makes serving impossible (a duplicate tool name, an
-    /// unreadable plugins directory).
-    pub async fn build(&self, config: &Config) -> anyhow::Result<Generation> {
-        let resolution = crate::registry::resolve(config, Ask::Always).await;
-        let (discovery, meta_problems) = self.discover(config, &resolution)?;
-        self.finish(config, discovery, meta_problems, resolution)
-            .await
+    /// catalog. Fails only on what makes serving impossible (a duplicate
+    /// tool name, an unreadable plugins directory).
+    pub async fn build(self: &Arc<Self>, config: &Config) -> anyhow::Result<Generation> {
+        self.build_asking(config, Ask::Always).await
     }
 
-    /// [`Loader::build`] with the compiling on a blocking thread, so the
-    /// server's request threads never wait for it.
+    /// [`Loader::build`] for a reload: a source pinned by digest and
+    /// already cached is not asked for again; a changed `source` or
+    /// `digest` takes effect.
     pub async fn build_off_path(
         self: &Arc<Self>,
         config: Arc<Config>,
     ) -> anyhow::Result<Generation> {
-        // Sources are resolved again on every rebuild: a changed `source`
-        // or `digest` takes effect; a pin already cached comes from the cache.
-        let resolution = crate::registry::resolve(&config, Ask::UnlessPinnedAndCached).await;
+        self.build_asking(&config, Ask::UnlessPinnedAndCached).await
+    }
+
+    /// The compiling runs on a blocking thread (it takes minutes on a first
+    /// start): the server's request threads never wait for it, and the
+    /// start-up stays free to hear a SIGTERM.
+    async fn build_asking(
+        self: &Arc<Self>,
+        config: &Config,
+        ask: Ask,
+    ) -> anyhow::Result<Generation> {
+        let resolution = crate::registry::resolve(config, ask).await;
         let (loader, cfg, res) = (self.clone(), config.clone(), resolution.clone());
         let (discovery, meta_problems) =
             tokio::task::spawn_blocking(move || loader.discover(&cfg, &res))
                 .await
                 .map_err(|e| anyhow::anyhow!("loading plugins panicked: {e}"))??;
-        self.finish(&config, discovery, meta_problems, resolution)
+        self.finish(config, discovery, meta_problems, resolution)
             .await
     }
 

@@ -23,6 +23,19 @@ pub enum Origin {
     Compiled,
 }
 
+/// One compile at a time in this process (see [`CompiledCache::load`]).
+static COMPILING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An entry's compile lock as [`CompiledCache::try_lock`] found it.
+enum Held {
+    /// Taken: this thread compiles.
+    Ours(File),
+    /// Held by another process (or thread): the open file, to wait on.
+    Theirs(File),
+    /// No lock can be had here.
+    Unlockable,
+}
+
 /// A directory of serialized components for one engine configuration.
 #[derive(Debug, Clone)]
 pub struct CompiledCache {
@@ -46,6 +59,14 @@ impl CompiledCache {
     /// `.lock` file beside it), so processes sharing the directory (replicas
     /// started together) and loader threads given the same bytes compile it
     /// once: the others wait, then read what it wrote.
+    ///
+    /// A process compiles one component at a time (wasmtime compiles each
+    /// one's functions on every core), and takes an entry's lock only when
+    /// its turn to compile it comes. Every loader thread took its lock at
+    /// once and compiled beside the others, so each lock was held until
+    /// near the end of the whole batch: a process waiting for a 150 KB
+    /// component waited ~313 s behind nine. Now it waits for that one
+    /// component's compile, and the loader hands small ones over first.
     pub fn load(
         &self,
         engine: &Engine,
@@ -56,7 +77,31 @@ impl CompiledCache {
         if let Some(component) = cached(engine, &entry) {
             return Ok((component, Origin::Cache));
         }
-        let lock = self.lock(&entry, path);
+        let turn = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+        let (turn, lock) = match self.try_lock(&entry) {
+            Held::Ours(lock) => (turn, Some(lock)),
+            Held::Unlockable => (turn, None),
+            Held::Theirs(file) => {
+                // Another process compiles it: wait for that one compile
+                // without holding this process's turn, then read it.
+                drop(turn);
+                tracing::info!(
+                    path = %path.display(),
+                    "another process or thread is compiling this component; waiting for it"
+                );
+                let lock = file
+                    .lock()
+                    .inspect_err(
+                        |e| tracing::debug!(entry = %entry.display(), "no compile lock: {e}"),
+                    )
+                    .ok()
+                    .map(|()| file);
+                if let Some(component) = cached(engine, &entry) {
+                    return Ok((component, Origin::Cache));
+                }
+                (COMPILING.lock().unwrap_or_else(|e| e.into_inner()), lock)
+            }
+        };
         if lock.is_some()
             && let Some(component) = cached(engine, &entry)
         {
@@ -70,40 +115,38 @@ impl CompiledCache {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache: {e}");
         }
         drop(lock);
+        drop(turn);
         Ok((component, Origin::Compiled))
     }
 
-    /// Holds `entry`'s lock (waiting while another process or thread holds
-    /// it); `None` where the directory or the lock cannot be had (a
-    /// read-only or network file system), and each compiles on its own.
-    /// Lock files stay: removing one would race with a process opening it.
-    fn lock(&self, entry: &Path, path: &Path) -> Option<File> {
+    /// `entry`'s lock, if it is free now. Unlockable where the directory or
+    /// the lock cannot be had (a read-only or network file system): then
+    /// each compiles on its own. Lock files stay: removing one would race
+    /// with a process opening it.
+    fn try_lock(&self, entry: &Path) -> Held {
         let at = entry.with_extension("lock");
-        let file = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| {
-                OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&at)
-            })
-            .inspect_err(|e| tracing::debug!(lock = %at.display(), "no compile lock: {e}"))
-            .ok()?;
+        let opened = std::fs::create_dir_all(&self.dir).and_then(|()| {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&at)
+        });
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::debug!(lock = %at.display(), "no compile lock: {e}");
+                return Held::Unlockable;
+            }
+        };
         match file.try_lock() {
-            Ok(()) => return Some(file),
-            Err(TryLockError::WouldBlock) => tracing::info!(
-                path = %path.display(),
-                "another process or thread is compiling this component; waiting for it"
-            ),
+            Ok(()) => Held::Ours(file),
+            Err(TryLockError::WouldBlock) => Held::Theirs(file),
             Err(TryLockError::Error(e)) => {
                 tracing::debug!(lock = %at.display(), "no compile lock: {e}");
-                return None;
+                Held::Unlockable
             }
         }
-        file.lock()
-            .inspect_err(|e| tracing::debug!(lock = %at.display(), "no compile lock: {e}"))
-            .ok()?;
-        Some(file)
     }
 
     fn entry_for(&self, bytes: &[u8]) -> PathBuf {

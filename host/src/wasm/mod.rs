@@ -201,6 +201,13 @@ impl Runtime {
             paths.push(path.clone());
             names.push(Some((name.as_str(), digest.as_str())));
         }
+        // Smallest first: a process compiles one component at a time (see
+        // `CompiledCache::load`), and small ones are done in moments.
+        let size = |p: &PathBuf| std::fs::metadata(p).map_or(u64::MAX, |m| m.len());
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        order.sort_by_cached_key(|&i| size(&paths[i]));
+        let paths: Vec<PathBuf> = order.iter().map(|&i| paths[i].clone()).collect();
+        let names: Vec<Option<(&str, &str)>> = order.iter().map(|&i| names[i]).collect();
         let results: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = paths
                 .iter()
@@ -216,8 +223,14 @@ impl Runtime {
                 .map(|h| h.join().unwrap_or_else(|_| Err("loader panicked".into())))
                 .collect()
         });
+        // Back in the folder's order, which the catalog lists by.
+        let mut loaded: Vec<_> = order
+            .into_iter()
+            .zip(paths.into_iter().zip(results))
+            .collect();
+        loaded.sort_by_key(|(i, _)| *i);
         let mut discovery = Discovery::default();
-        for (path, result) in paths.into_iter().zip(results) {
+        for (_, (path, result)) in loaded {
             match result {
                 Ok(plugin) => discovery.loaded.push(plugin),
                 Err(error) => discovery.failures.push(LoadFailure { path, error }),
