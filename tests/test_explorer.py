@@ -40,8 +40,15 @@ def test_execution_disabled_is_403_before_anything_else(start_server):
         r = httpx.post(f"{s.url}/tools/{name}/call", json={"text": "x"})
         assert r.status_code == 403 and r.json() == {"error": "Tool execution is disabled."}
     assert httpx.get(s.url + "/tools").status_code == 200
-    page = httpx.get(s.url + "/ui").text
-    assert '{"allowExecute": false, "connections": false}' in page
+    assert page_config(httpx.get(s.url + "/ui").text) == {
+        "allowExecute": False, "connections": False, "toolset": None, "base": ""}
+
+
+def page_config(page: str) -> dict:
+    """The settings the server wrote into the explorer page."""
+    import re
+
+    return json.loads(re.search(r"/\*HANGAR_CONFIG\*/(.*?)/\*END\*/", page).group(1))
 
 
 def test_ui_can_be_turned_off(start_server):
@@ -298,3 +305,39 @@ def test_the_explorer_builds_forms_from_a_plain_components_derived_schemas(start
     page.wait_for_selector("#outcome:not(.error)")
     assert json.loads(page.locator("#outcome .text").inner_text()) == {"tag": "square", "val": 4}
     page.close()
+
+
+def test_a_toolsets_explorer_shows_and_calls_only_its_tools(start_server, browser):
+    """`/toolsets/NAME/ui` (issue 65, item 9): the page fetches the catalog
+    from `/toolsets/NAME/…`, so it lists and calls the toolset's tools only;
+    `/ui` still shows everything."""
+    config = """
+[toolsets.ops]
+tools = ["echo", "test_*"]
+resources = []
+prompts = []
+"""
+    s = start_server(plugins=("echo", "everything"), config=config)
+    assert page_config(httpx.get(s.url + "/toolsets/ops/ui").text)["base"] == "/toolsets/ops"
+    page = browser.new_page()
+    try:
+        page.goto(s.url + "/toolsets/ops/ui")
+        page.wait_for_selector('#tools li[data-tool="echo"]')
+        shown = set(page.locator("#tools li").evaluate_all("els => els.map(e => e.dataset.tool)"))
+        listed = {t["name"] for t in httpx.get(s.url + "/toolsets/ops/tools").json()}
+        everything = {t["name"] for t in httpx.get(s.url + "/tools").json()}
+        assert shown == listed and "echo" in shown, shown
+        assert everything - shown, "the whole catalog has tools the toolset leaves out"
+        assert page.locator("h1").inner_text() == "Hangar · ops"
+        page.click('#tools li[data-tool="echo"]')
+        page.fill("#f-text", "through the toolset")
+        page.click("#call")
+        page.wait_for_selector("#outcome")
+        assert page.locator("#outcome .text").inner_text() == "through the toolset"
+        # The whole catalog's explorer lists what the toolset leaves out.
+        page.goto(s.url + "/ui")
+        page.wait_for_selector('#tools li[data-tool="echo"]')
+        whole = set(page.locator("#tools li").evaluate_all("els => els.map(e => e.dataset.tool)"))
+        assert whole == everything, whole
+    finally:
+        page.close()

@@ -146,7 +146,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
         &personal,
         rest_closed,
         mcp_router,
-        || rest_router(false),
+        || rest_router(server.ui),
     );
     // `/mcp/t/TOKEN`: `/mcp` for a client given only a URL.
     let mcp_in_path = door(

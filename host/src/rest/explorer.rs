@@ -25,12 +25,20 @@ const NONCE_SLOT: &str = r#"<script nonce="HANGAR_NONCE">"#;
 
 /// The page with this server's settings filled in.
 /// `connections`: the server has per-user providers (the Connections view).
-pub fn page(allow_execute: bool, connections: bool) -> Response {
+/// `toolset`: the page is `/toolsets/NAME/ui`, and fetches the catalog
+/// from `/toolsets/NAME/…` (only that toolset's tools); `None`: `/ui`.
+pub fn page(allow_execute: bool, connections: bool, toolset: Option<&str>) -> Response {
     // 122 random bits from a CSPRNG, as hex: fit for a CSP nonce.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let config = format!(
-        r#"/*HANGAR_CONFIG*/{{"allowExecute": {allow_execute}, "connections": {connections}}}/*END*/"#
-    );
+    let settings = serde_json::json!({
+        "allowExecute": allow_execute,
+        "connections": connections,
+        "toolset": toolset,
+        "base": toolset.map(|name| format!("/toolsets/{name}")).unwrap_or_default(),
+    });
+    // Inside a <script>: no `<` may close it, whatever a name holds.
+    let settings = settings.to_string().replace('<', "\\u003c");
+    let config = format!("/*HANGAR_CONFIG*/{settings}/*END*/");
     let version = format!(
         r#"/*HANGAR_VERSION*/"{}"/*END*/"#,
         env!("CARGO_PKG_VERSION")
@@ -93,7 +101,7 @@ mod tests {
                 .trim_end_matches('\'')
                 .to_string()
         };
-        let (a, b) = (page(true, false), page(false, false));
+        let (a, b) = (page(true, false, None), page(false, false, None));
         let (na, nb) = (nonce_of(&a), nonce_of(&b));
         assert_eq!(na.len(), 32);
         assert_ne!(na, nb);

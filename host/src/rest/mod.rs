@@ -57,10 +57,19 @@ async fn openapi_json(caller: Caller) -> Response {
     Json(openapi::document(&tools)).into_response()
 }
 
-async fn explorer_page(State(rest): State<Arc<Rest>>) -> Response {
+/// `/ui`, or `/toolsets/NAME/ui`: the explorer of that toolset alone (the
+/// default toolset served at `/ui` is the page's whole catalog, as
+/// `/tools` is).
+async fn explorer_page(
+    State(rest): State<Arc<Rest>>,
+    axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
+    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
+) -> Response {
     let pipeline = rest.pipeline.current();
     let connections = (pipeline.catalog().accounts()).is_some_and(|a| a.configured());
-    explorer::page(rest.allow_execute, connections)
+    let nested = uri.path().starts_with("/toolsets/");
+    let toolset = toolset.as_ref().filter(|_| nested).map(|t| t.name());
+    explorer::page(rest.allow_execute, connections, toolset)
 }
 
 /// A catalog entry as `GET /tools` lists it.
