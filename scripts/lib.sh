@@ -17,7 +17,7 @@ MAPPER_PLUGINS=(redact normalize bad-mapper count-mapper)
 # The `app` world (hangar-sdk's `app` feature, which replaces the `server`
 # bindings): built apart so `everything` keeps the `server` world.
 APP_PLUGINS=(sales-chart bad-meta)
-EXAMPLE_PLUGINS=(echo everything weather wordcount csv-report api-key jwt redact normalize sales-chart)
+EXAMPLE_PLUGINS=(echo weather wordcount csv-report api-key jwt redact normalize sales-chart units)
 # Python plugins (componentize-py): directory:world.
 PY_PLUGINS=(py-greet:tool py-shout:mapper py-http:tool-http py-notes:app)
 PY_TOOLS="$ROOT/target/py-tools"
@@ -28,17 +28,18 @@ COMPONENTIZE_JS_VERSION=0.23.0
 # directory:world, or directory:world:http for a plugin that uses fetch (built
 # with wasi:http; the others are built with `-d http fetch-event`).
 JS_PLUGINS=(js-reverse:tool js-http:tool:http js-notes:app)
-TEST_ONLY_PLUGINS=(misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter bad-meta)
+TEST_ONLY_PLUGINS=(everything misbehave bad-mapper count-mapper abuse stuck-list http-fetch kv-counter bad-meta)
 # Rust plugins that need no WASI, built slim: for wasm32-unknown-unknown, so
 # the component imports nothing from WASI and a fresh instance costs less
 # (docs/plugins.md). bad-mapper covers a slim guest's panic; misbehave, a
 # WASI guest's.
-SLIM_PLUGINS=(echo api-key normalize redact bad-mapper typed-echo)
-# Plain components, for the typed-export tests (issue #41): no hangar-sdk and
-# no hangar:plugin world, each with its own WIT package in its wit/ folder,
-# as a component written elsewhere would be. Test-only, in tests/plugins.
+SLIM_PLUGINS=(echo api-key normalize redact bad-mapper typed-echo units)
+# Plain components: no hangar-sdk and no hangar:plugin world, each with its
+# own WIT package in its wit/ folder, as a component written elsewhere would
+# be. `units` is the shipped example (plugins/units); the others are the
+# typed-export tests' (issue #41), in tests/plugins.
 # Rust (plain wit-bindgen, one cargo run of their own):
-PLAIN_PLUGINS=(typed-kitchen typed-echo)
+PLAIN_PLUGINS=(typed-kitchen typed-echo units)
 # Python (componentize-py): directory:world. JavaScript (componentize-js):
 # directory:world, or directory:world:http when it uses fetch.
 PLAIN_PY_PLUGINS=(py-typed:py-typed)

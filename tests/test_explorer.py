@@ -40,7 +40,8 @@ def test_execution_disabled_is_403_before_anything_else(start_server):
         r = httpx.post(f"{s.url}/tools/{name}/call", json={"text": "x"})
         assert r.status_code == 403 and r.json() == {"error": "Tool execution is disabled."}
     assert httpx.get(s.url + "/tools").status_code == 200
-    assert page_config(httpx.get(s.url + "/ui").text) == {
+    settings = page_config(httpx.get(s.url + "/ui").text)
+    assert {k: settings[k] for k in ("allowExecute", "connections", "toolset", "base")} == {
         "allowExecute": False, "connections": False, "toolset": None, "base": ""}
 
 
@@ -94,7 +95,7 @@ def test_explorer_page_lists_fills_calls_and_renders(server, browser):
 
     # The search box filters.
     page.fill("#search", "png")
-    assert page.locator("#tools li").count() == 1
+    assert page.locator("#tools li[data-tool]").count() == 1
     page.fill("#search", "")
 
     # echo: a form from its schema, called, the text shown with a trace id.
@@ -168,7 +169,7 @@ def test_explorer_reads_resources_and_renders_prompts(server, browser):
 
     # The search box filters resources too.
     page.fill("#search", "binary")
-    assert page.locator("#resources li").count() == 1
+    assert page.locator("#resources li:is([data-resource], [data-template])").count() == 1
     page.fill("#search", "")
 
     # Prompts: arguments filled in, messages rendered as text (markup stays text).
@@ -323,7 +324,7 @@ prompts = []
     try:
         page.goto(s.url + "/toolsets/ops/ui")
         page.wait_for_selector('#tools li[data-tool="echo"]')
-        shown = set(page.locator("#tools li").evaluate_all("els => els.map(e => e.dataset.tool)"))
+        shown = set(page.locator("#tools li[data-tool]").evaluate_all("els => els.map(e => e.dataset.tool)"))
         listed = {t["name"] for t in httpx.get(s.url + "/toolsets/ops/tools").json()}
         everything = {t["name"] for t in httpx.get(s.url + "/tools").json()}
         assert shown == listed and "echo" in shown, shown
@@ -337,7 +338,74 @@ prompts = []
         # The whole catalog's explorer lists what the toolset leaves out.
         page.goto(s.url + "/ui")
         page.wait_for_selector('#tools li[data-tool="echo"]')
-        whole = set(page.locator("#tools li").evaluate_all("els => els.map(e => e.dataset.tool)"))
+        whole = set(page.locator("#tools li[data-tool]").evaluate_all("els => els.map(e => e.dataset.tool)"))
         assert whole == everything, whole
     finally:
         page.close()
+
+
+def test_the_shipped_config_opens_on_a_landing_view_with_tools_grouped_by_source(tmp_path, shared_cache, browser):
+    """Issue 68: a newcomer's first view of `scripts/run`. The explorer of the
+    shipped config greets with what the server is, how to connect, and calls
+    to try; its lists are grouped by where each entry comes from; and no
+    conformance fixture is in the shipped catalog."""
+    text = (ROOT / "hangar.toml").read_text().replace('cache_dir = ".cache/hangar"', f'cache_dir = "{shared_cache}"')
+    (tmp_path / "hangar.toml").write_text(text)
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("demo.db*"))
+    shipped = sorted(p.stem for p in (ROOT / "plugins").glob("*.wasm"))
+    s = Server(tmp_path, shipped, config_file=tmp_path / "hangar.toml").start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        listed = httpx.get(s.url + "/tools").json()
+        assert not [t["name"] for t in listed if t["name"].startswith("test_")]
+        sources = {t["name"]: t["source"] for t in listed}
+        assert sources["echo"] == {"kind": "component", "name": "echo", "language": "rust"}
+        assert sources["py.greet"] == {"kind": "component", "name": "py-greet", "language": "python"}
+        assert sources["js.reverse"] == {"kind": "component", "name": "js-reverse", "language": "javascript"}
+        assert sources["units.to-celsius"] == {"kind": "plain", "name": "units", "language": "rust"}
+        assert sources["demo.products.search"] == {"kind": "sql", "name": "demo"}
+        # One of each kind the shipped catalog keeps: an MCP App, a prompt, a resource.
+        assert any((t.get("_meta") or {}).get("ui") for t in listed)
+        assert httpx.get(s.url + "/prompts").json()["prompts"]
+        resources = httpx.get(s.url + "/resources").json()
+        assert resources["resources"] and resources["resourceTemplates"]
+
+        page.goto(s.url + "/ui")
+        page.wait_for_selector("#landing")
+        landing = page.locator("#landing").inner_text()
+        assert "Hangar " in landing and "commit" in landing
+        assert "2025-11-25" in landing and "2026-07-28" in landing
+        assert s.url + "/mcp" in landing, landing
+        assert '"type": "http"' in landing and "mcp-remote" in landing
+        tries = page.locator("#landing [data-try]").evaluate_all("els => els.map(e => e.dataset.try)")
+        # Read-only calls of three kinds, none that needs a grant first.
+        assert tries == ["echo", "demo.products.search", "units.to-celsius"], tries
+
+        groups = page.locator("#tools li.group").evaluate_all("els => els.map(e => e.dataset.group)")
+        assert "echo · Rust component" in groups, groups
+        assert "demo · SQL" in groups, groups
+        assert "units · plain WIT component (Rust)" in groups, groups
+        assert any(g.endswith("· Python component") for g in groups), groups
+        assert any(g.endswith("· JavaScript component") for g in groups), groups
+        # Every group says how many it holds, and they add up to the list.
+        counts = page.locator("#tools li.group .count").evaluate_all("els => els.map(e => +e.textContent)")
+        assert sum(counts) == len(listed) == page.locator("#tools li[data-tool]").count()
+        page.screenshot(path=str(SCREENSHOTS / "first-look.png"))
+
+        # The search filters across groups; a group can be folded.
+        page.fill("#search", "product")
+        assert page.locator("#tools li.group").evaluate_all("els => els.map(e => e.dataset.group)") == ["demo · SQL"]
+        page.fill("#search", "")
+        page.click('#tools li.group[data-group="demo · SQL"] summary')
+        assert not page.locator('#tools li[data-tool="demo.products.get"]').is_visible()
+
+        # A suggested call opens its tool, which says where it comes from.
+        page.click(f'#landing [data-try="{tries[0]}"]')
+        page.wait_for_selector("#tool-source")
+        assert page.locator("#tool-source").inner_text().startswith("From ")
+        page.click('#tools li[data-tool="echo"]')
+        page.wait_for_selector('#tool-source:has-text("echo · Rust component")')
+        assert "runs under deadline" in page.locator("#tool-source").inner_text()
+    finally:
+        page.close()
+        s.stop()

@@ -116,6 +116,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
             allow_execute: server.allow_execute,
             trace_ids: server.trace_ids,
             ui,
+            protocols: mcp::protocol_versions(),
         })
         .layer(read_body.clone())
     };

@@ -50,6 +50,8 @@ use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
 pub use crate::call::{Annotations, ToolDef};
+/// What built a plugin's component, as its catalog entries say it.
+pub use crate::wasm::Toolchain;
 
 /// What executes a tool.
 pub enum Backend {

@@ -38,6 +38,8 @@ pub struct DbTool {
     pub(super) shared: Option<Arc<Cluster>>,
     /// Of a resource's contents.
     mime_type: String,
+    /// The connector it runs on, by its `[connectors.NAME]` name.
+    use_: String,
 }
 
 /// Rows as served, with their JSON text made once (and cached with them).
@@ -188,6 +190,7 @@ impl DbTool {
             _ => None,
         };
         Ok(DbTool {
+            use_: use_.to_string(),
             label,
             key_prefix,
             inputs,
@@ -205,6 +208,11 @@ impl DbTool {
             shared: db.cache.as_ref().and(connectors.shared().cloned()),
             mime_type: "application/json".into(),
         })
+    }
+
+    /// The `[connectors.NAME]` it runs on.
+    pub fn connector_name(&self) -> &str {
+        &self.use_
     }
 
     pub fn input_schema(&self) -> Value {

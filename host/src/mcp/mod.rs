@@ -134,3 +134,12 @@ async fn delete_mcp(
         Some(_) => (StatusCode::NOT_FOUND, "Session not found").into_response(),
     }
 }
+
+/// Every MCP revision `/mcp` speaks, newest first: the 2026 revision
+/// (per request) and the 2025 ones (per session).
+pub fn protocol_versions() -> Vec<&'static str> {
+    (modern::codes::MODERN_VERSIONS.iter())
+        .chain(SUPPORTED_VERSIONS)
+        .copied()
+        .collect()
+}

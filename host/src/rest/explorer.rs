@@ -27,7 +27,13 @@ const NONCE_SLOT: &str = r#"<script nonce="HANGAR_NONCE">"#;
 /// `connections`: the server has per-user providers (the Connections view).
 /// `toolset`: the page is `/toolsets/NAME/ui`, and fetches the catalog
 /// from `/toolsets/NAME/…` (only that toolset's tools); `None`: `/ui`.
-pub fn page(allow_execute: bool, connections: bool, toolset: Option<&str>) -> Response {
+/// `protocols`: the MCP revisions `/mcp` speaks (the landing view).
+pub fn page(
+    allow_execute: bool,
+    connections: bool,
+    toolset: Option<&str>,
+    protocols: &[&str],
+) -> Response {
     // 122 random bits from a CSPRNG, as hex: fit for a CSP nonce.
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let settings = serde_json::json!({
@@ -35,6 +41,8 @@ pub fn page(allow_execute: bool, connections: bool, toolset: Option<&str>) -> Re
         "connections": connections,
         "toolset": toolset,
         "base": toolset.map(|name| format!("/toolsets/{name}")).unwrap_or_default(),
+        "commit": env!("HANGAR_COMMIT"),
+        "protocols": protocols,
     });
     // Inside a <script>: no `<` may close it, whatever a name holds.
     let settings = settings.to_string().replace('<', "\\u003c");
@@ -101,7 +109,7 @@ mod tests {
                 .trim_end_matches('\'')
                 .to_string()
         };
-        let (a, b) = (page(true, false, None), page(false, false, None));
+        let (a, b) = (page(true, false, None, &[]), page(false, false, None, &[]));
         let (na, nb) = (nonce_of(&a), nonce_of(&b));
         assert_eq!(na.len(), 32);
         assert_ne!(na, nb);

@@ -9,6 +9,7 @@ mod offers;
 mod openapi;
 mod reply;
 mod request;
+mod source;
 
 use std::sync::Arc;
 
@@ -69,7 +70,7 @@ async fn explorer_page(
     let connections = (pipeline.catalog().accounts()).is_some_and(|a| a.configured());
     let nested = uri.path().starts_with("/toolsets/");
     let toolset = toolset.as_ref().filter(|_| nested).map(|t| t.name());
-    explorer::page(rest.allow_execute, connections, toolset)
+    explorer::page(rest.allow_execute, connections, toolset, &rest.protocols)
 }
 
 /// A catalog entry as `GET /tools` lists it.
@@ -93,6 +94,9 @@ struct Summary<'a> {
     /// names to Hangar's, and refuses the rest, with these two.
     #[serde(skip_serializing_if = "Option::is_none")]
     upstream: Option<OwnName>,
+    /// What the tool is (a Rust component, SQL, an upstream…): the
+    /// explorer's groups.
+    source: source::Source,
 }
 
 /// Where a plugin's or an upstream's tool comes from.
@@ -149,6 +153,7 @@ async fn list(caller: Caller) -> Response {
                 meta: d.meta.as_ref(),
                 plugin,
                 upstream,
+                source: source::Source::of_tool(&pipeline, &d.name),
             }
         })
         .collect();
@@ -161,10 +166,29 @@ async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
     let listed = pipeline
         .listed(principal.as_ref(), caller.toolset.as_ref())
         .await;
-    match listed.into_iter().find(|d| d.name == name) {
-        Some(def) => Json(def).into_response(),
-        None => error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message),
+    let Some(def) = listed.into_iter().find(|d| d.name == name) else {
+        return error(StatusCode::NOT_FOUND, &CallError::not_found(&name).message);
+    };
+    // The definition as MCP lists it, with where it comes from and the
+    // limits its calls run under (the explorer's tool page).
+    let limits = pipeline.catalog().resolve(&name).ok().map(|t| {
+        json!({
+            "fuel": t.limits.fuel,
+            "deadline_ms": t.limits.deadline.as_millis() as u64,
+            "memory_mib": t.limits.memory_mib,
+            "max_concurrent": t.limits.max_concurrent,
+            "max_output_bytes": t.limits.max_output_bytes,
+        })
+    });
+    let mut described = serde_json::to_value(&*def).expect("a definition serializes");
+    if let Value::Object(fields) = &mut described {
+        let source = source::Source::of_tool(&pipeline, &name);
+        fields.insert("source".into(), json!(source));
+        if let Some(limits) = limits {
+            fields.insert("limits".into(), limits);
+        }
     }
+    Json(described).into_response()
 }
 
 /// Preconditions in order: execution allowed, tool known, body (non-JSON is

@@ -97,6 +97,8 @@ struct Sourced<T> {
     plugin: Option<Server>,
     #[serde(skip_serializing_if = "Option::is_none")]
     upstream: Option<Server>,
+    /// What serves it: the explorer's groups.
+    source: super::source::Source,
 }
 
 /// A plugin's name, or `[upstreams.NAME]`.
@@ -122,13 +124,14 @@ impl<T> Sourced<T> {
             def,
             plugin,
             upstream,
+            source: super::source::Source::of_provider(provider),
         }
     }
 }
 
 #[derive(Serialize)]
 struct Prompts<'a> {
-    prompts: Vec<&'a PromptDef>,
+    prompts: Vec<Sourced<&'a PromptDef>>,
 }
 
 async fn list_resources(caller: Caller) -> Response {
@@ -160,8 +163,18 @@ async fn list_resources(caller: Caller) -> Response {
 
 async fn list_prompts(caller: Caller) -> Response {
     let (pipeline, principal) = caller.listing("/prompts").await;
+    let offered = pipeline.catalog().offered();
+    let provider = |name: &str| {
+        (offered.prompts.iter())
+            .find(|p| p.def.name == name)
+            .map(|p| &p.provider)
+    };
     Json(Prompts {
-        prompts: pipeline.listed_prompts(principal.as_ref(), caller.toolset.as_ref()),
+        prompts: pipeline
+            .listed_prompts(principal.as_ref(), caller.toolset.as_ref())
+            .into_iter()
+            .map(|def| Sourced::new(def, provider(&def.name)))
+            .collect(),
     })
     .into_response()
 }

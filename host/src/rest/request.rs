@@ -23,6 +23,9 @@ pub struct Rest {
     pub trace_ids: bool,
     /// Serve the explorer page at `/ui`.
     pub ui: bool,
+    /// The MCP revisions `/mcp` speaks, which the explorer's landing view
+    /// names (the server knows both surfaces; REST does not ask MCP).
+    pub protocols: Vec<&'static str>,
 }
 
 /// The principal of a request's bearer token, when `[oauth]` protects REST.

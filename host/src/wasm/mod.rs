@@ -20,6 +20,7 @@ mod state;
 mod stderr;
 mod teardown;
 mod tool;
+mod toolchain;
 pub mod typed;
 mod warm;
 
@@ -41,6 +42,7 @@ pub use mapper::MapperPlugin;
 pub use offers::Listing;
 pub use teardown::on_park;
 pub use tool::ToolPlugin;
+pub use toolchain::Toolchain;
 
 use cache::CompiledCache;
 use engine::{EngineOptions, EpochTicker};
@@ -279,8 +281,10 @@ impl Runtime {
         let name = name.map_or_else(|| plugin_name(path), str::to_string);
         let meta = meta(&name);
         let (linker, sched) = (&self.linker, self.sched.clone());
+        let toolchain = Toolchain::of(&bytes);
         let kind = match self.world_of(&component)? {
-            World::Tool => ToolPlugin::new(meta, &component, linker, sched).map(PluginKind::Tool),
+            World::Tool => ToolPlugin::new(meta, &component, linker, sched)
+                .map(|p| PluginKind::Tool(p.built_by(toolchain))),
             World::Auth => AuthPlugin::new(meta, &component, linker, sched).map(PluginKind::Auth),
             World::Mapper => {
                 MapperPlugin::new(meta, &component, linker, sched).map(PluginKind::Mapper)
@@ -288,7 +292,8 @@ impl Runtime {
             World::Plain => {
                 let docs = typed::PackageDocs::read(&bytes);
                 let exports = typed::TypedExports::reflect(&component, &self.engine, &docs);
-                ToolPlugin::typed(meta, &component, linker, sched, exports).map(PluginKind::Tool)
+                ToolPlugin::typed(meta, &component, linker, sched, exports)
+                    .map(|p| PluginKind::Tool(p.built_by(toolchain)))
             }
         }
         .map_err(|e| e.to_string())?;

@@ -40,6 +40,8 @@ pub struct ToolPlugin {
     pub(super) sched: Arc<Scheduler>,
     /// Idle warm instances, when the plugin opted into reuse.
     warm: WarmPool<Instance>,
+    /// The language it was written in, as its build says.
+    toolchain: super::Toolchain,
 }
 
 /// Where a component's tools come from.
@@ -91,6 +93,7 @@ impl ToolPlugin {
             tools,
             offers,
             sched,
+            toolchain: super::Toolchain::Other,
         })
     }
 
@@ -122,11 +125,23 @@ impl ToolPlugin {
             tools: Tools::Typed(exports),
             offers: Offers::default(),
             sched,
+            toolchain: super::Toolchain::Other,
         })
     }
 
     pub fn name(&self) -> &str {
         &self.meta.name
+    }
+
+    /// The language it was written in, as its build says.
+    pub fn toolchain(&self) -> super::Toolchain {
+        self.toolchain
+    }
+
+    /// The plugin, known to have been built by `toolchain`.
+    pub(super) fn built_by(mut self, toolchain: super::Toolchain) -> ToolPlugin {
+        self.toolchain = toolchain;
+        self
     }
 
     /// Whether the component is a plain one, its functions its tools.

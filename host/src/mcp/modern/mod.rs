@@ -16,7 +16,7 @@
 //! `waiting` the tasks extension.
 
 mod admit;
-mod codes;
+pub(super) mod codes;
 mod front;
 mod headers;
 mod listen;
