@@ -12,8 +12,9 @@ def server(start_server):
 def test_list_tools(server):
     tools = httpx.get(server.url + "/tools").json()
     echo = next(t for t in tools if t["name"] == "echo")
-    assert set(echo) == {"name", "description", "inputSchema", "annotations", "plugin"}
+    assert set(echo) == {"name", "description", "inputSchema", "annotations", "plugin", "source"}
     assert echo["plugin"] == {"name": "echo", "tool": "echo"}
+    assert echo["source"] == {"kind": "component", "name": "echo", "language": "rust"}
     simple = next(t for t in tools if t["name"] == "test_simple_text")
     assert "annotations" not in simple
 

@@ -12,6 +12,10 @@ STATIC_TEXT = "This is the content of the static text resource."
 
 OFFER_PATHS = {"/resources", "/resources/read", "/prompts", "/prompts/{name}/get"}
 
+# Where the everything plugin's entries come from, as the listings say it.
+EVERYTHING = {"kind": "component", "name": "everything", "language": "rust"}
+
+
 
 @pytest.fixture(scope="module")
 def server(start_server):
@@ -34,10 +38,10 @@ def test_resources_and_templates_are_listed(server):
     # MCP's shapes, and the plugin that serves each (which the explorer reads).
     assert body["resources"][0] == {"uri": "test://static-text", "name": "static-text",
                                     "description": "A static text resource", "mimeType": "text/plain",
-                                    "plugin": {"name": "everything"}}
+                                    "plugin": {"name": "everything"}, "source": EVERYTHING}
     assert body["resourceTemplates"] == [{"uriTemplate": "test://template/{id}/data", "name": "template-data",
                                           "description": "Data for any id", "mimeType": "application/json",
-                                          "plugin": {"name": "everything"}}]
+                                          "plugin": {"name": "everything"}, "source": EVERYTHING}]
 
 
 def test_read_a_text_resource(server):
