@@ -406,6 +406,15 @@ def test_the_shipped_config_opens_on_a_landing_view_with_tools_grouped_by_source
         page.click('#tools li[data-tool="echo"]')
         page.wait_for_selector('#tool-source:has-text("echo · Rust component")')
         assert "runs under deadline" in page.locator("#tool-source").inner_text()
+        assert "imports none of the host's capabilities" in page.locator("#tool-grants").inner_text()
+        # A tool's page names what its plugin imports of the host and is granted.
+        weather = httpx.get(s.url + "/tools/weather.forecast").json()
+        assert weather["source"] == {"kind": "component", "name": "weather", "language": "rust"}
+        assert any(g.startswith("imports wasi:http/outgoing-handler") and "grants http: none" in g
+                   for g in weather["grants"]), weather["grants"]
+        assert weather["limits"]["deadline_ms"] > 0
+        page.click('#tools li[data-tool="weather.forecast"]')
+        page.wait_for_selector('#tool-grants:has-text("wasi:http/outgoing-handler")')
     finally:
         page.close()
         s.stop()

@@ -231,10 +231,21 @@ impl Loader {
     async fn finish(
         &self,
         config: &Config,
-        discovery: Discovery,
+        mut discovery: Discovery,
         mut meta_problems: Vec<LoadFailure>,
         resolution: Resolution,
     ) -> anyhow::Result<Generation> {
+        // What each tool component may reach, as `hangar check` says it
+        // (the explorer's tool page shows it).
+        for p in &mut discovery.loaded {
+            if let wasm::PluginKind::Tool(tool) = &mut p.kind {
+                let lines = wasm::capability::check_lines(
+                    &p.capability_imports,
+                    config.plugins.get(&p.name),
+                );
+                tool.set_reach(lines);
+            }
+        }
         // A component from a registry that failed to load (one changed in
         // the cache, one that is not a component): (its file, its name, its source).
         let failed: Vec<_> = resolution

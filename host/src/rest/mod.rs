@@ -171,7 +171,13 @@ async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
     };
     // The definition as MCP lists it, with where it comes from and the
     // limits its calls run under (the explorer's tool page).
-    let limits = pipeline.catalog().resolve(&name).ok().map(|t| {
+    let tool = pipeline.catalog().resolve(&name).ok();
+    // A component's imports of the host and what its plugin is granted.
+    let grants = tool.as_ref().and_then(|t| match &t.backend {
+        Backend::Wasm { plugin, .. } => Some(plugin.reach().to_vec()),
+        _ => None,
+    });
+    let limits = tool.map(|t| {
         json!({
             "fuel": t.limits.fuel,
             "deadline_ms": t.limits.deadline.as_millis() as u64,
@@ -186,6 +192,9 @@ async fn describe(Path(name): Path<String>, caller: Caller) -> Response {
         fields.insert("source".into(), json!(source));
         if let Some(limits) = limits {
             fields.insert("limits".into(), limits);
+        }
+        if let Some(grants) = grants {
+            fields.insert("grants".into(), json!(grants));
         }
     }
     Json(described).into_response()

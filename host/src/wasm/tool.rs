@@ -42,6 +42,9 @@ pub struct ToolPlugin {
     warm: WarmPool<Instance>,
     /// The language it was written in, as its build says.
     toolchain: super::Toolchain,
+    /// What it imports of the host's capabilities and what it is granted
+    /// of each, as `hangar check` says it (set by the loader).
+    reach: Vec<String>,
 }
 
 /// Where a component's tools come from.
@@ -94,6 +97,7 @@ impl ToolPlugin {
             offers,
             sched,
             toolchain: super::Toolchain::Other,
+            reach: Vec::new(),
         })
     }
 
@@ -126,6 +130,7 @@ impl ToolPlugin {
             offers: Offers::default(),
             sched,
             toolchain: super::Toolchain::Other,
+            reach: Vec::new(),
         })
     }
 
@@ -136,6 +141,17 @@ impl ToolPlugin {
     /// The language it was written in, as its build says.
     pub fn toolchain(&self) -> super::Toolchain {
         self.toolchain
+    }
+
+    /// What it imports of the host's capabilities, and what of each it is
+    /// granted (`[plugins.NAME] grants`).
+    pub fn reach(&self) -> &[String] {
+        &self.reach
+    }
+
+    /// Sets [`ToolPlugin::reach`] (the loader knows the config).
+    pub fn set_reach(&mut self, lines: Vec<String>) {
+        self.reach = lines;
     }
 
     /// The plugin, known to have been built by `toolchain`.
