@@ -37,6 +37,7 @@ mod server;
 mod tools;
 mod toolsets;
 mod trust;
+mod upstream_auth;
 mod upstreams;
 
 pub use adapters::{AdapterConfig, AdapterKind, OutputLocator};
@@ -62,9 +63,9 @@ pub use tools::{
 };
 pub use toolsets::ToolsetConfig;
 pub use trust::{Require, TrustConfig};
+pub use upstream_auth::{ResolvedAuth, UpstreamAuthConfig};
 pub use upstreams::{
-    PASSED_ENV, Pinning, ResolvedAuth, ResolvedUpstream, Start, StdioCommand, Transport,
-    UpstreamAuthConfig, UpstreamConfig,
+    PASSED_ENV, Pinning, ResolvedUpstream, Start, StdioCommand, Transport, UpstreamConfig,
 };
 
 /// `hangar.toml`, Hangar's configuration file. Every key is optional;

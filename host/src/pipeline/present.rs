@@ -17,9 +17,6 @@ impl Pipeline {
         check: &OutputCheck,
         result: &mut ToolResult,
     ) -> Result<(), CallError> {
-        if check.is_idle() {
-            return Ok(());
-        }
         let Err(Mismatch(message)) = check.apply(result) else {
             return Ok(());
         };

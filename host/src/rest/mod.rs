@@ -110,17 +110,22 @@ struct OwnName {
 }
 
 /// The plugin and the upstream the catalog's tool `name` comes from (at
-/// most one of them). A meta tool (`search_tools`, `call_tool`…) comes
-/// from neither, even where a tool of the catalog bears its name: it is the
-/// one a call of that name runs, and it reaches every tool.
-fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>, Option<OwnName>) {
+/// most one of them), and its source. A meta tool (`search_tools`,
+/// `call_tool`…) comes from neither, even where a tool of the catalog bears
+/// its name: it is the one a call of that name runs, and it reaches every
+/// tool; its source is Hangar.
+fn origins(
+    pipeline: &crate::pipeline::Pipeline,
+    name: &str,
+) -> (Option<OwnName>, Option<OwnName>, source::Source) {
     let catalog = pipeline.catalog();
     if meta::is_meta(catalog, None, name) {
-        return (None, None);
+        return (None, None, source::Source::hangar());
     }
     let Ok(tool) = catalog.resolve(name) else {
-        return (None, None);
+        return (None, None, source::Source::hangar());
     };
+    let source = source::Source::of_backend(&tool.backend);
     let own = |name: &str, tool: &str| {
         Some(OwnName {
             name: name.to_string(),
@@ -130,9 +135,9 @@ fn origins(pipeline: &crate::pipeline::Pipeline, name: &str) -> (Option<OwnName>
     match &tool.backend {
         Backend::Wasm {
             plugin, guest_name, ..
-        } => (own(plugin.name(), guest_name), None),
-        Backend::Upstream { upstream, remote } => (None, own(&upstream.name, remote)),
-        Backend::Sql(_) | Backend::UploadUrl(_) => (None, None),
+        } => (own(plugin.name(), guest_name), None, source),
+        Backend::Upstream { upstream, remote } => (None, own(&upstream.name, remote), source),
+        Backend::Sql(_) | Backend::UploadUrl(_) => (None, None, source),
     }
 }
 
@@ -144,7 +149,7 @@ async fn list(caller: Caller) -> Response {
     let tools: Vec<Summary> = listed
         .iter()
         .map(|d| {
-            let (plugin, upstream) = origins(&pipeline, &d.name);
+            let (plugin, upstream, source) = origins(&pipeline, &d.name);
             Summary {
                 name: &d.name,
                 description: &d.description,
@@ -153,7 +158,7 @@ async fn list(caller: Caller) -> Response {
                 meta: d.meta.as_ref(),
                 plugin,
                 upstream,
-                source: source::Source::of_tool(&pipeline, &d.name),
+                source,
             }
         })
         .collect();

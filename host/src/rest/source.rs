@@ -21,7 +21,7 @@ pub(super) struct Source {
 }
 
 impl Source {
-    fn hangar() -> Source {
+    pub(super) fn hangar() -> Source {
         Source {
             kind: "hangar",
             name: "hangar".into(),
@@ -44,10 +44,15 @@ impl Source {
         if meta::is_meta(catalog, None, name) {
             return Source::hangar();
         }
-        let Ok(tool) = catalog.resolve(name) else {
-            return Source::hangar();
-        };
-        match &tool.backend {
+        match catalog.resolve(name) {
+            Ok(tool) => Source::of_backend(&tool.backend),
+            Err(_) => Source::hangar(),
+        }
+    }
+
+    /// The source of a tool that runs on `backend`.
+    pub(super) fn of_backend(backend: &Backend) -> Source {
+        match backend {
             Backend::Wasm { plugin, .. } => {
                 Source::component(plugin.name(), plugin.is_typed(), plugin.toolchain())
             }
