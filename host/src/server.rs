@@ -32,6 +32,7 @@ use axum::routing::get;
 use serde_json::json;
 
 pub use conn::{ConnLimits, HttpStats};
+pub use probes::probe;
 
 use crate::Hangar;
 use crate::health::Health;

@@ -30,7 +30,7 @@ mod trust;
 pub use crate::config::TrustedKey;
 use fetch::*;
 use pull::*;
-pub use push::{PushOptions, check_signing_key, push, push_signature};
+pub use push::{PushOptions, check_signing_key, push, push_signature, sign};
 pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
 use source::*;
 use store::*;

@@ -117,6 +117,29 @@ pub async fn push_signature(
     Ok(tag)
 }
 
+/// `hangar sign`: signs the manifest `target` (`oci://…:tag`) names now, an
+/// image pushed by anything (`scripts/image --push`), as `hangar push
+/// --sign` signs what it pushes; returns the signed digest and the
+/// signature's tag. The digest is that of the manifest bytes the registry
+/// serves, read (bounded) as a pull reads them.
+pub async fn sign(config: &Config, target: &str, key: &Path) -> anyhow::Result<(String, String)> {
+    check_signing_key(key)?;
+    let source = parse_source(target).map_err(|e| anyhow::anyhow!("{target}: {e}"))?;
+    let registry = Registry::new(&config.registries).map_err(|e| anyhow::anyhow!(e))?;
+    let accepted = [OCI_IMAGE_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE];
+    let raw = registry
+        .manifest(&source.reference, &accepted)
+        .await
+        .map_err(|f| match registry.pull_error(&source.reference, f) {
+            PullError::Unreachable(why) | PullError::Refused(why) => {
+                anyhow::anyhow!("{target}: {why}")
+            }
+        })?;
+    let digest = sha256(&raw);
+    let tag = push_signature(config, target, &digest, key).await?;
+    Ok((digest, tag))
+}
+
 /// Pushes one image to `reference`: its one layer, its config blob, then
 /// the manifest `raw` (the serialized `manifest`), with the config's
 /// `[registries]` credentials and plain-HTTP list.

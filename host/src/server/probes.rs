@@ -217,3 +217,76 @@ pub async fn healthz(
     }
     Json(report).into_response()
 }
+
+/// `hangar probe`: one `GET path` to a server at `listen` (an unspecified
+/// address, `0.0.0.0:8080` say, is asked on loopback), for a container's
+/// health check where no curl exists. `Ok` only for a 200 within `timeout`;
+/// the error says what came instead. Plain HTTP/1.0 over std: the probe
+/// starts no runtime and reads at most the status line.
+pub fn probe(listen: SocketAddr, path: &str, timeout: std::time::Duration) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let fail = |e: std::io::Error| format!("{addr}{path}: {e}");
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(fail)?;
+    stream.set_read_timeout(Some(timeout)).map_err(fail)?;
+    stream.set_write_timeout(Some(timeout)).map_err(fail)?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(fail)?;
+    let mut status = String::new();
+    BufReader::new(stream.take(256))
+        .read_line(&mut status)
+        .map_err(fail)?;
+    let status = status.trim_end();
+    match status.split(' ').nth(1) {
+        Some("200") => Ok(()),
+        _ if status.is_empty() => Err(format!("{addr}{path}: no answer")),
+        _ => Err(format!("{addr}{path}: {status}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    /// A one-shot server answering `reply` to the first request.
+    fn answering(reply: &'static str) -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 512];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(reply.as_bytes());
+        });
+        addr
+    }
+
+    #[test]
+    fn a_probe_passes_only_on_200() {
+        let ok = answering("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(probe(ok, "/livez", Duration::from_secs(5)), Ok(()));
+        let busy = answering("HTTP/1.1 503 Service Unavailable\r\n\r\n");
+        let e = probe(busy, "/readyz", Duration::from_secs(5)).unwrap_err();
+        assert!(
+            e.ends_with("/readyz: HTTP/1.1 503 Service Unavailable"),
+            "{e}"
+        );
+        let silent = answering("");
+        let e = probe(silent, "/livez", Duration::from_secs(5)).unwrap_err();
+        assert!(e.ends_with("no answer"), "{e}");
+    }
+
+    #[test]
+    fn an_unspecified_address_is_probed_on_loopback() {
+        let ok = answering("HTTP/1.0 200 OK\r\n\r\n");
+        let any: SocketAddr = format!("0.0.0.0:{}", ok.port()).parse().unwrap();
+        assert_eq!(probe(any, "/livez", Duration::from_secs(5)), Ok(()));
+    }
+}

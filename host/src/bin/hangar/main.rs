@@ -1,10 +1,12 @@
-//! The `hangar` command: `serve`, `check`, `config`, `new`, `pull`, `push`
-//! and `token`.
+//! The `hangar` command: `serve`, `check`, `config`, `new`, `pull`, `push`,
+//! `sign`, `token` and `probe`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+
+mod check;
 
 use clap::{Parser, Subcommand};
 use hangar::config::Config;
@@ -83,7 +85,8 @@ fn collect_on_park() {
 #[derive(Parser)]
 #[command(
     name = "hangar",
-    version,
+    // `hangar --version`: the release and the commit it was built from.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HANGAR_COMMIT"), ")"),
     about = "An MCP server whose tools are WebAssembly components"
 )]
 struct Cli {
@@ -239,6 +242,27 @@ enum Command {
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
     },
+    /// Signs what `oci://host:port/repository:tag` names now (an image
+    /// `scripts/image --push` pushed, say) as `push --sign` does; prints
+    /// the signed digest.
+    Sign {
+        target: String,
+        /// The PEM PKCS#8 private key (ECDSA P-256 or Ed25519).
+        #[arg(long, value_name = "KEY")]
+        key: PathBuf,
+        /// Its `[registries]` (insecure registries, credentials) apply.
+        #[arg(long, default_value = "hangar.toml")]
+        config: PathBuf,
+    },
+    /// One `GET` of a running server's probe, for a container's health
+    /// check: exits 0 on 200, else 1 saying what came.
+    Probe {
+        /// The server's address; an unspecified one (`0.0.0.0`) is asked on loopback.
+        #[arg(long, env = "HANGAR_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "/livez")]
+        path: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -247,6 +271,15 @@ fn main() -> ExitCode {
     // is not, so it takes the process default: ring, as everywhere else.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if let Command::Probe { listen, path } = &cli.command {
+        return match hangar::server::probe(*listen, path, std::time::Duration::from_secs(3)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("probe: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let logging = init_logging(cli.log_format, matches!(cli.command, Command::Serve { .. }));
     if matches!(cli.command, Command::Serve { .. }) {
         start_purger();
@@ -279,7 +312,7 @@ fn main() -> ExitCode {
                 plugins,
                 stdio,
             } => serve(&config, listen, plugins, stdio).await,
-            Command::Check { config, plugins } => check(&config, plugins).await,
+            Command::Check { config, plugins } => check::check(&config, plugins).await,
             Command::Pull { config } => pull(&config).await,
             Command::Token { config, action } => {
                 let (config, _) = load_config(&config, None)?;
@@ -318,6 +351,18 @@ fn main() -> ExitCode {
                 }
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Sign {
+                target,
+                key,
+                config,
+            } => {
+                let (config, _) = load_config(&config, None)?;
+                let (digest, tag) = hangar::registry::sign(&config, &target, &key).await?;
+                println!("{digest}");
+                eprintln!("signed: {tag}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Probe { .. } => unreachable!("answered before the runtime starts"),
             Command::New {
                 kind,
                 name,
@@ -424,120 +469,6 @@ async fn serve(
     let _watch = watch::start(Arc::new(Reloader::new(&hangar, source)), &plugins);
     server::serve(&hangar, listen, stdio, &stop).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let (config, _) = load_config(path, plugins)?;
-    println!("config: {}", path.display());
-    println!("plugins: {}", config.server.plugins.display());
-    let hangar = Hangar::load(config).await?;
-    for entry in &hangar.report.loaded {
-        let origin = match entry.origin {
-            hangar::wasm::Origin::Cache => "from cache",
-            hangar::wasm::Origin::Compiled => "compiled",
-        };
-        let kind = match entry.world {
-            hangar::wasm::World::Plain => "plain component: its exports are its tools".to_string(),
-            world => format!("{} world", world.as_str()),
-        };
-        println!("  ok    {} ({kind}, {origin})", entry.path.display());
-        if let Some(source) = hangar.report.sources.iter().find(|s| s.name == entry.name) {
-            println!("        plugin {}", source.name);
-            println!("        source {}", source.source);
-            println!("        digest {}", source.digest);
-            println!("        from   {}", source.fetched.as_str());
-            let granted = hangar.config.plugins.get(&entry.name).map(|p| &p.grants);
-            match hangar::registry::requests(&hangar.config, &source.digest) {
-                Ok(Some(asked)) => {
-                    for line in hangar::asks::lines(&asked, granted) {
-                        println!("        {line}");
-                    }
-                }
-                Ok(None) => println!(
-                    "        asks   nothing stated (no {} annotation)",
-                    hangar::registry::REQUESTS_ANNOTATION
-                ),
-                Err(e) => println!("        asks   unknown: {e}"),
-            }
-            println!("        signature {}", source.signature.describe());
-        } else if !hangar.config.trust.loaded.is_empty()
-            || hangar.config.trust.require != hangar::config::Require::None
-        {
-            println!("        signature local file (unverified)");
-        }
-        for line in entry.capability_lines(hangar.config.plugins.get(&entry.name)) {
-            println!("        {line}");
-        }
-    }
-    let pipeline = hangar.pipeline.current();
-    for tool in pipeline.catalog().tools() {
-        println!("  tool  {} ({})", tool.def.name, tool.source.display());
-        if let Some(app) = hangar::catalog::apps::describe_app(tool.current_def().meta.as_ref()) {
-            println!("        {app}");
-        }
-        // A plain component's schemas are derived here, not written by its
-        // author: show them.
-        if let hangar::catalog::Backend::Wasm { plugin, .. } = &tool.backend
-            && plugin.is_typed()
-        {
-            println!("        input  {}", tool.def.input_schema);
-            if let Some(output) = &tool.def.output_schema {
-                println!("        output {output}");
-            }
-        }
-    }
-    let offered = pipeline.catalog().offered();
-    let source = |provider: &hangar::catalog::Provider| match provider {
-        hangar::catalog::Provider::Wasm(plugin) => format!("plugin {}", plugin.name()),
-        hangar::catalog::Provider::Sql(_) => "hangar.toml".to_string(),
-        hangar::catalog::Provider::Upstream(u) => format!("upstream {}", u.name),
-    };
-    for r in &offered.resources {
-        println!("  resource {} ({})", r.def.uri, source(&r.provider));
-    }
-    for t in &offered.templates {
-        println!(
-            "  template {} ({})",
-            t.def.uri_template,
-            source(&t.provider)
-        );
-    }
-    for p in &offered.prompts {
-        println!("  prompt {} ({})", p.def.name, source(&p.provider));
-    }
-    for p in &hangar.problems {
-        println!("  error {}: {}", p.path.display(), p.error);
-    }
-    let catalog = pipeline.catalog();
-    for name in catalog.toolsets().names() {
-        let tools = catalog.toolset_tools(name, None);
-        println!("  toolset {name} ({tools} tools; /mcp/{name}, /toolsets/{name}/tools)");
-    }
-    for w in hangar
-        .config
-        .warnings()
-        .into_iter()
-        .chain(catalog.toolset_warnings())
-        .chain(catalog.app_warnings())
-    {
-        println!("  warning {w}");
-    }
-    println!(
-        "{} components ({} from cache, {} compiled), {} tools, {} resources, {} templates, {} prompts, {} problems",
-        hangar.report.loaded.len(),
-        hangar.report.from_cache,
-        hangar.report.compiled,
-        pipeline.catalog().tools().len(),
-        offered.resources.len(),
-        offered.templates.len(),
-        offered.prompts.len(),
-        hangar.problems.len()
-    );
-    Ok(if hangar.problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
