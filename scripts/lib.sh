@@ -45,6 +45,24 @@ PLAIN_PLUGINS=(typed-kitchen typed-echo units)
 PLAIN_PY_PLUGINS=(py-typed:py-typed)
 PLAIN_JS_PLUGINS=(js-typed:js-typed:http)
 
+# Installs Debian package(s) $@, updating the package lists only when the
+# first try fails (a fresh machine's lists may be stale or empty).
+apt_install() {
+  log "installing Debian's $*"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@" >/dev/null; then
+    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@" >/dev/null
+  fi
+}
+
+# podman, buildah and runc (scripts/image, scripts/podman), and the
+# containers.conf both read (see scripts/podman).
+ensure_podman() {
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v runc >/dev/null; then
+    apt_install podman buildah runc
+  fi
+  export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/scripts/containers.conf}"
+}
+
 # Each line says how long the run has taken so far ([m:ss]), so a log
 # shows where the time goes.
 HANGAR_RUN_START="${HANGAR_RUN_START:-$SECONDS}"
