@@ -364,6 +364,8 @@ SLOW_FIRST = [
     "test_explorer_apps",
     "test_http_examples",
     "test_logging",
+    "test_release",
+    "test_image",
 ]
 
 
