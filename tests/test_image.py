@@ -39,6 +39,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from test_deploy import configmap_hangar_toml
+from test_metrics import scrape, value
 from conftest import (HANGAR_BIN, REDIS_URL, ROOT, TEST_PLUGINS, Mcp, free_port, plugin_path,
                       wait_for)
 
@@ -264,9 +266,7 @@ def test_readyz_answers_503_while_a_reload_rebuilds_and_200_with_the_new_tool(mo
 
 def test_podman_stop_lets_the_running_call_finish_and_exits_0(mounted):
     def in_use():
-        text = httpx.get(mounted.url + "/metrics", timeout=5).text
-        m = re.search(r'^hangar_wasm_instances_in_use\{pool="tools"\} (\d+)', text, re.M)
-        return int(m[1]) if m else 0
+        return value(scrape(mounted), "hangar_wasm_instances_in_use", pool="tools")
     idle = in_use()
     reply = {}
 
@@ -284,16 +284,6 @@ def test_podman_stop_lets_the_running_call_finish_and_exits_0(mounted):
     assert mounted.proc.wait(30) == 0
 
 
-def configmap_toml() -> str:
-    """The hangar.toml of deploy/kubernetes's ConfigMap."""
-    import yaml
-    for path in sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "ConfigMap" and "hangar.toml" in doc.get("data", {}):
-                return doc["data"]["hangar.toml"]
-    raise AssertionError("no ConfigMap with a hangar.toml in deploy/kubernetes")
-
-
 def with_server_key(toml: str, line: str) -> str:
     """`toml` with `line` as the first key of its [server] table."""
     assert "\n[server]\n" in "\n" + toml, toml
@@ -305,7 +295,7 @@ def cluster(image, cache, tmp_path_factory):
     root = tmp_path_factory.mktemp("container-cluster")
     config = root / "config"
     config.mkdir()
-    link = configmap_style(config, configmap_toml(), 1)
+    link = configmap_style(config, configmap_hangar_toml(), 1)
     # The plugins it names, and echo (see the check test above for why not all).
     plugins = some_plugins(root / "plugins", "csv-report", "echo")
     port = free_port()
@@ -339,7 +329,8 @@ def cluster(image, cache, tmp_path_factory):
 def test_a_configmap_swap_reaches_every_container(cluster):
     for addr in cluster["replicas"]:
         assert "search_tools" not in tool_names(f"http://{addr}")
-    configmap_style(cluster["config"], with_server_key(configmap_toml(), 'catalog = "both"'), 2)
+    swapped = with_server_key(configmap_hangar_toml(), 'catalog = "both"')
+    configmap_style(cluster["config"], swapped, 2)
     for addr in cluster["replicas"]:
         wait_for(lambda: "search_tools" in tool_names(f"http://{addr}"), 120,
                  f"the swapped config on {addr}")
