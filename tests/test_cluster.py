@@ -504,8 +504,9 @@ def test_calls_in_flight_on_a_killed_replica_end_with_an_answer_or_an_error_neve
     assert not any(t.is_alive() for t in threads), "a caller hung after the replica died"
     got = sorted(results.queue)
     assert len(got) == 9
-    # Every caller heard back well before the 60 s deadline.
-    assert all(took < 20 for _, _, took in got), got
+    # Every caller heard back before its client's 60 s timeout (a hang ends
+    # there, as a ReadTimeout); 30 s is 10 times the call's own 3 s.
+    assert all(took < 30 for _, _, took in got), got
     answered = [g for g in got if g[1] == "answer"]
     failed = [g for g in got if g[1] != "answer"]
     assert len(answered) >= 4 and failed, got

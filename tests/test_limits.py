@@ -168,7 +168,9 @@ def test_an_idle_server_parks_its_ticker_and_a_runaway_after_the_idle_spell_is_s
     started = time.monotonic()
     r = Mcp(server.url).call("spin", {})
     took = time.monotonic() - started
+    # The message is the proof (with the ticker left parked, the runaway
+    # spins on for minutes, to its fuel's end); the 30 s are against a hang.
     assert r["error"]["message"] == "handler: deadline of 1000 ms exceeded", r
-    assert took < 5, f"the runaway ran {took:.1f} s"
+    assert took < 30, f"the runaway ran {took:.1f} s"
     # It ticked while the guest ran.
     assert epoch_thread_switches(pid) - before - idle > 300
