@@ -331,13 +331,15 @@ def upstream_session(c):
 
 def test_deleting_the_client_session_deletes_the_upstream_session(start_server, upstreams):
     u = upstreams()
-    s = start_server(plugins=[], config=open_config(u))
+    # The upstream's timeout (60 s) outlasts the client's (30 s): a Hangar
+    # that waited for the upstream's DELETE would not answer in time.
+    s = start_server(plugins=[], config=open_config(u).replace('timeout = "5s"', 'timeout = "60s"'))
     c, other = session(s), session(s)
     mine, theirs = upstream_session(c), upstream_session(other)
     assert u.side("GET", "/_test/deletes") == []
     # The upstream answers no DELETE until the test lets it: the client's
     # DELETE is answered all the same (it does not wait for the upstream's;
-    # one that did would wait out its 30 s timeout and fail).
+    # one that did would wait out the client's 30 s timeout and fail).
     u.side("POST", "/_test/hold-deletes")
     try:
         r = c.http.delete("/mcp", headers={"mcp-session-id": c.session}, timeout=30)

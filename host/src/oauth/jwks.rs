@@ -418,9 +418,16 @@ mod tests {
         assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
         issuer.hang.send_replace(true);
         *issuer.keys.lock().unwrap() = set(&["a", "b"]);
-        // An unknown kid starts a refresh and is answered at once (no key);
-        // the known one keeps verifying; the refresh is not started twice.
+        // An unknown kid starts a refresh and is answered at once (no key):
+        // the answer comes while that refresh is still in flight (had the
+        // call waited for it, it would have ended, by the issuer's answer
+        // or the fetch's own timeout). The known one keeps verifying; the
+        // refresh is not started twice.
         assert!(now(&jwks, "b").await.is_empty());
+        assert!(
+            jwks.inner.flight.lock().unwrap().running.is_some(),
+            "answered only once the refresh had ended"
+        );
         for _ in 0..5 {
             assert_eq!(now(&jwks, "a").await, [Some("a".to_string())]);
             assert!(now(&jwks, "b").await.is_empty());
