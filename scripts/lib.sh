@@ -7,6 +7,9 @@ GUEST_OUT="$ROOT/target/wasm32-wasip2/guest"
 SLIM_OUT="$ROOT/target/wasm32-unknown-unknown/guest"
 TEST_PLUGINS="$ROOT/target/test-plugins"
 HANGAR_BIN="${HANGAR_BIN:-$ROOT/target/release/hangar}"
+# The host's crates: `hangar` and the crates beneath it (host/config,
+# host/core, host/runtime), built, linted and unit-tested together.
+HOST_CRATES=(-p hangar -p hangar-config -p hangar-core -p hangar-runtime)
 
 # Example plugins shipped in plugins/, and guests only the tests load, by
 # world: each group is built by its own cargo run, so the SDK is compiled
@@ -196,7 +199,7 @@ host_cargo_linted() {
   driver="$(rustup which --toolchain "${HOST_TOOLCHAIN:-$(rustup show active-toolchain 2>/dev/null | cut -d' ' -f1)}" \
     clippy-driver 2>/dev/null || true)"
   if [ -z "$driver" ] || [ ! -x "$driver" ]; then
-    host_clippy --quiet --release --all-targets -p hangar -- -D warnings
+    host_clippy --quiet --release --all-targets "${HOST_CRATES[@]}" -- -D warnings
     driver=""
   fi
   RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/rustc-workspace" HANGAR_CLIPPY_DRIVER="$driver" \

@@ -1,47 +1,110 @@
-//! The layers run one way: surfaces (`mcp`, `rest`, `server`) → `pipeline`
-//! → `catalog` → backends (`wasm`, `db`, `upstream`, `files`) → the
-//! host-wide stores below them (`kv`, `cluster`) → the call vocabulary
-//! (`call`) → `config` at the bottom. `registry` (plugins pulled from OCI
-//! registries) is below the loader and names none of them.
+//! The layers inside crate `hangar` run one way: surfaces (`mcp`, `rest`,
+//! `server`) → `pipeline` → `catalog` → backends (`db`, `upstream`,
+//! `files`, and the wasm runtime, crate `hangar-runtime`). Beneath them,
+//! in crates of their own that Cargo keeps apart, are `hangar-core` (the
+//! call vocabulary, kv, the replicas' Redis, accounts, outbound HTTP) and
+//! `hangar-config` at the bottom.
 //!
-//! Three more rules keep the rooms apart: `config` names nothing else of
-//! the crate (every layer reads it, so it must not lean on any); surfaces
-//! reach backends only through the pipeline (they name no backend); and
-//! backends do not name each other (what two of them share lives below
-//! both). This test reads the sources and fails on an import against a
-//! rule; `scripts/circles.py` checks that no two files name each other.
+//! Inside `hangar` the rules are read from the sources: surfaces reach
+//! backends only through the pipeline (they name no backend); backends do
+//! not name each other (what two of them share lives in `hangar-core`);
+//! and every top-level module has a rule (`every_module_has_a_rule`). This
+//! test reads the sources and fails on an import against a rule;
+//! `scripts/circles.py` checks, per crate, that no two files name each
+//! other.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const SURFACES: &[&str] = &["mcp", "rest", "server"];
-const BACKENDS: &[&str] = &["wasm", "db", "upstream", "files"];
+/// The wasm runtime is a backend in a crate of its own: named by its crate.
+const BACKENDS: &[&str] = &["db", "upstream", "files", "hangar_runtime"];
 
-/// Each layer and the modules it must not name.
+/// Each top-level module of `hangar` and the modules (and crates) it must not name.
 fn rules() -> Vec<(&'static str, Vec<&'static str>)> {
     let above_backends = ["pipeline", "catalog", "mcp", "rest", "server"];
+    // What starts and reloads the server, and reports on it.
+    let assembly = ["loader", "reload", "health"];
+    let everything: Vec<&'static str> = [
+        &above_backends[..],
+        BACKENDS,
+        &assembly[..],
+        &[
+            "oauth", "registry", "metrics", "traces", "requests", "scaffold",
+        ],
+    ]
+    .concat();
     let mut rules: Vec<(&'static str, Vec<&'static str>)> = vec![
-        ("pipeline", SURFACES.to_vec()),
-        ("catalog", [&["pipeline"][..], SURFACES].concat()),
-        ("kv", [&above_backends[..], BACKENDS, &["call"]].concat()),
+        ("pipeline", [SURFACES, &assembly[..], &["oauth"]].concat()),
         (
-            "cluster",
-            [&above_backends[..], BACKENDS, &["call", "kv"]].concat(),
+            "catalog",
+            [&["pipeline", "oauth"][..], SURFACES, &assembly[..]].concat(),
         ),
-        ("call", [&above_backends[..], BACKENDS].concat()),
+        // Builds catalogs: below what serves and reloads them.
+        (
+            "loader",
+            [SURFACES, &["pipeline", "reload", "health", "oauth"]].concat(),
+        ),
+        ("reload", [SURFACES, &["oauth"]].concat()),
+        (
+            "health",
+            [SURFACES, &["reload", "loader", "oauth"]].concat(),
+        ),
+        // The bearer-token door: beside the surfaces, over the pipeline's door.
+        ("oauth", [SURFACES, BACKENDS, &assembly[..]].concat()),
+        // Plugins pulled from OCI registries: below the loader, above nothing.
         (
             "registry",
-            [&above_backends[..], BACKENDS, &["loader"]].concat(),
+            everything
+                .iter()
+                .copied()
+                .filter(|m| *m != "registry")
+                .collect(),
+        ),
+        // What a registry component requests beside its grants (`hangar check`).
+        (
+            "requests",
+            everything
+                .iter()
+                .copied()
+                .filter(|m| !["requests", "hangar_runtime"].contains(m))
+                .collect(),
+        ),
+        // `hangar new`: names nothing of the server.
+        (
+            "scaffold",
+            everything
+                .iter()
+                .copied()
+                .filter(|m| *m != "scaffold")
+                .collect(),
         ),
     ];
-    for surface in SURFACES {
-        rules.push((surface, BACKENDS.to_vec()));
+    // Any layer may read metrics and traces; they read only `hangar-core`.
+    for beside in ["metrics", "traces"] {
+        rules.push((
+            beside,
+            everything
+                .iter()
+                .copied()
+                .filter(|m| !["metrics", "traces"].contains(m))
+                .collect(),
+        ));
     }
-    for backend in BACKENDS {
+    for surface in SURFACES {
+        rules.push((surface, [BACKENDS, &["loader", "registry"]].concat()));
+    }
+    for backend in BACKENDS.iter().filter(|b| **b != "hangar_runtime") {
         let others = BACKENDS.iter().copied().filter(|b| b != backend);
         rules.push((
             backend,
-            above_backends.iter().copied().chain(others).collect(),
+            above_backends
+                .iter()
+                .copied()
+                .chain(others)
+                .chain(assembly)
+                .chain(["oauth", "registry"])
+                .collect(),
         ));
     }
     rules
@@ -73,11 +136,15 @@ fn sources(root: &Path, module: &str) -> Vec<PathBuf> {
 
 /// The crate's top-level modules a file names, with the line of each:
 /// `crate::x::…`, `crate::x;` and the groups of `use crate::{x::…, y};`,
-/// also across lines. Comments are left out.
+/// also across lines; and `hangar_runtime` wherever a path names it.
+/// Comments are left out.
 fn named_modules(text: &str) -> Vec<(String, usize)> {
     let code = without_comments(text);
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
-    let mut out = Vec::new();
+    let mut out: Vec<(String, usize)> = names_module(text, "hangar_runtime")
+        .into_iter()
+        .map(|line| ("hangar_runtime".to_string(), line))
+        .collect();
     for (at, _) in code.match_indices("crate::") {
         let rest = &code[at + "crate::".len()..];
         if let Some(group) = rest.strip_prefix('{') {
@@ -174,30 +241,39 @@ fn no_layer_names_one_it_must_not() {
     );
 }
 
+/// The top-level modules `lib.rs` declares.
+fn top_level_modules(root: &Path) -> Vec<String> {
+    let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+    (lib.lines())
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';').to_string())
+        .filter(|m| m != "layers")
+        .collect()
+}
+
 #[test]
-fn config_names_nothing_else_of_the_crate() {
+fn every_module_has_a_rule() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut wrong = BTreeSet::new();
-    for path in sources(&root, "config") {
-        let text = std::fs::read_to_string(&path).unwrap();
-        for (name, line) in named_modules(&text) {
-            if name != "config" {
-                wrong.insert(format!("{}:{line}: config names {name}", path.display()));
-            }
-        }
-    }
+    let ruled: BTreeSet<&str> = rules().into_iter().map(|(m, _)| m).collect();
+    let modules = top_level_modules(&root);
+    assert!(modules.len() > 10, "lib.rs read wrong: {modules:?}");
+    let without: Vec<&String> = (modules.iter())
+        .filter(|m| !ruled.contains(m.as_str()))
+        .collect();
     assert!(
-        wrong.is_empty(),
-        "config leans on:\n{}",
-        wrong.iter().cloned().collect::<Vec<_>>().join("\n")
+        without.is_empty(),
+        "modules with no layer rule: {without:?}"
     );
 }
 
 #[test]
 fn the_reader_sees_groups_and_paths() {
-    let text = "use crate::{config::Config, wasm::{self, kv}};\n// crate::db::x\nlet x = crate::files::read();\nuse crate::call;";
+    let text = "use crate::{catalog::Catalog, db::{self, x}};\n// crate::files::x\nlet x = crate::files::read();\nuse hangar_runtime::ToolPlugin;\nuse crate::mcp;";
     let names: Vec<String> = named_modules(text).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["config", "wasm", "files", "call"]);
+    assert_eq!(names, ["hangar_runtime", "catalog", "db", "files", "mcp"]);
 }
 
 /// MCP's handlers are shared by both protocol revisions; what only the

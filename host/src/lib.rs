@@ -2,42 +2,38 @@
 //!
 //! A call goes resolve → auth → input map → validate → execute → output map
 //! ([`pipeline`]); tools come from components in the plugins directory
-//! ([`wasm`]) and are listed in the [`catalog`]; [`mcp`] and [`rest`] are the
-//! surfaces that carry calls in.
+//! (the runtime, crate `hangar-runtime`) and are listed in the [`catalog`];
+//! [`mcp`] and [`rest`] are the surfaces that carry calls in. Beneath this
+//! crate: `hangar-config` (hangar.toml's types), `hangar-core` (the call
+//! vocabulary, the kv store, the replicas' Redis, users' accounts, outbound
+//! HTTP) and `hangar-runtime` (the wasm runtime and guest capabilities).
 
-pub mod accounts;
-pub mod asks;
-pub mod call;
 pub mod catalog;
-pub mod cluster;
-pub mod config;
 pub mod db;
 pub mod files;
 pub mod health;
-pub mod kv;
 pub mod loader;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
-pub mod outbound;
 pub mod pipeline;
 pub mod registry;
 pub mod reload;
+pub mod requests;
 pub mod rest;
 pub mod scaffold;
 pub mod server;
 pub mod traces;
 pub mod upstream;
-pub mod wasm;
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use config::Config;
+use hangar_config::Config;
+use hangar_runtime::LoadFailure;
 use loader::Loader;
 pub use loader::{LoadReport, LoadedEntry};
 use pipeline::{Live, Pipeline};
-use wasm::LoadFailure;
 
 /// A loaded server: configuration, runtime and catalog, ready to serve or
 /// report. What it holds at start-up; a reload ([`reload::Reloader`])
@@ -95,7 +91,7 @@ impl Hangar {
 
 impl Hangar {
     /// The wasm runtime the catalog's plugins run on.
-    pub fn runtime(&self) -> &wasm::Runtime {
+    pub fn runtime(&self) -> &hangar_runtime::Runtime {
         self.loader.runtime()
     }
 }

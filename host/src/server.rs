@@ -37,8 +37,8 @@ pub use probes::probe;
 use crate::Hangar;
 use crate::health::Health;
 use crate::mcp::{self, McpState, OriginPolicy};
-use crate::pipeline::Toolset;
 use crate::rest;
+use hangar_core::call::Toolset;
 pub use stop::Stop;
 use toolsets::in_toolset;
 
@@ -55,27 +55,12 @@ pub fn app(hangar: &Hangar, http: Arc<HttpStats>) -> Router {
 /// the stdio transport serves too).
 fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     let server = &hangar.config.server;
-    let policy = Arc::new(OriginPolicy {
-        allowed_hosts: server.allowed_hosts.clone(),
-        allowed_origins: server.allowed_origins.clone(),
-    });
-    let mcp_state = Arc::new(
-        McpState::new(
-            hangar.pipeline.clone(),
-            (*policy).clone(),
-            server.page_size.max(1),
-            server.errors,
-            server.trace_ids,
-            server.max_sessions.max(1),
-            server.session_timeout,
-            hangar.loader.cluster().cloned(),
-        )
-        .with_caps(mcp::Caps::new(
-            server.max_streams_per_client,
-            server.max_sessions_per_client,
-            server.max_subscriptions_per_session,
-        )),
-    );
+    let policy = Arc::new(OriginPolicy::of(server));
+    let mcp_state = Arc::new(McpState::new(
+        hangar.pipeline.clone(),
+        server,
+        hangar.loader.cluster().cloned(),
+    ));
     // The 2026-07-28 front's own: the key sealing input-required rounds,
     // and the tasks.
     let modern = mcp::Modern::new(
@@ -89,7 +74,7 @@ fn routes(hangar: &Hangar, http: Arc<HttpStats>) -> (Router, mcp::Fronts) {
     // the client's `auth_failures` allowance, as refused auth checks do.
     // Personal tokens (`hangar token`), taken at every door.
     let personal = Arc::new(tokens::PersonalDoor {
-        tokens: crate::accounts::Tokens::new(hangar.loader.kv()),
+        tokens: hangar_core::accounts::Tokens::new(hangar.loader.kv()),
         door: hangar.pipeline.current().door().clone(),
     });
     let oauth = hangar.config.oauth.as_ref().map(|config| {

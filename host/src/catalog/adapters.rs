@@ -10,10 +10,10 @@ use serde_json::json;
 
 use super::upload_url::{UPLOAD_URL_SUFFIX, UploadUrl};
 use super::{Backend, Catalog, CatalogTool, RateLimits, ToolDef, tool_limiter};
-use crate::call::Annotations;
-use crate::config::{AdapterKind, Config};
 use crate::upstream::Upstream;
-use crate::wasm::LoadFailure;
+use hangar_config::{AdapterKind, Config};
+use hangar_core::call::Annotations;
+use hangar_runtime::LoadFailure;
 
 impl Catalog {
     /// The `adapter_wiring_incomplete` problem of `upstream`, and its

@@ -3,8 +3,8 @@
 //! `io.modelcontextprotocol/ui` extension), and the links that lead
 //! nowhere (`hangar check` warns of them).
 
-use crate::call::apps::view_of;
-use crate::call::{Meta, Toolset};
+use hangar_core::call::apps::view_of;
+use hangar_core::call::{Meta, Toolset};
 
 use super::Catalog;
 

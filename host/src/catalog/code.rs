@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{CatalogMode, Config, SandboxKind};
-use crate::wasm::{CallBudget, LoadFailure, RunLimits, Sandboxes};
+use hangar_config::{CatalogMode, Config, SandboxKind};
+use hangar_runtime::{CallBudget, LoadFailure, RunLimits, Sandboxes};
 
 /// The `run` tool's sandbox and limits, when the catalog offers `run`.
 pub struct CodeMode {

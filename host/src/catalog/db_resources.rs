@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use super::stages::Plugins;
 use super::{CatalogResource, CatalogTemplate, Offered, Provider, UriTemplate};
-use crate::call::apps::MetaOf;
-use crate::call::{ResourceDef, TemplateDef};
-use crate::config::{Config, ResourceConfig};
 use crate::db::{Connectors, DbTool};
-use crate::wasm::LoadFailure;
+use hangar_config::{Config, ResourceConfig};
+use hangar_core::call::apps::MetaOf;
+use hangar_core::call::{ResourceDef, TemplateDef};
+use hangar_runtime::LoadFailure;
 
 impl Offered {
     /// Adds a resource or template for every `[[resources]]` entry with a

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::{Backend, Catalog, Provider};
-use crate::call::Principal;
 use crate::db::{CacheStats, Connector};
-use crate::metrics::Live;
+use crate::metrics::Snapshot;
+use hangar_core::call::Principal;
 
 impl Catalog {
     /// Result-cache counters of the DB tools and resources that cache and
@@ -41,7 +41,7 @@ impl Catalog {
 
     /// Result-cache counters and DB pool use over every statement the
     /// catalog serves, whoever may see it (for `/metrics`, which names none).
-    pub fn db_live(&self, live: &mut Live) {
+    pub fn db_live(&self, live: &mut Snapshot) {
         let tools = self.order.iter().filter_map(|t| match &t.backend {
             Backend::Sql(db) => Some(db),
             Backend::Wasm { .. } | Backend::Upstream { .. } | Backend::UploadUrl(_) => None,

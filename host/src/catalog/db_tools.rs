@@ -8,11 +8,11 @@ use std::sync::Arc;
 use super::{
     Annotations, Backend, Catalog, CatalogTool, RateLimits, Stages, ToolDef, tool_limiter,
 };
-use crate::call::Meta;
-use crate::call::apps::{MetaOf, check_meta};
-use crate::config::{Config, Limits, ToolConfig};
 use crate::db::{Connectors, DbTool};
-use crate::wasm::LoadFailure;
+use hangar_config::{Config, Limits, ToolConfig};
+use hangar_core::call::Meta;
+use hangar_core::call::apps::{MetaOf, check_meta};
+use hangar_runtime::LoadFailure;
 
 impl Catalog {
     /// Adds a tool for every `[[tools]]` entry with a statement. A mistake

@@ -19,7 +19,7 @@ mod db_tools;
 mod glob;
 mod invalidate;
 mod naming;
-mod offered;
+mod offers;
 mod output;
 mod rate;
 pub mod search;
@@ -32,7 +32,7 @@ mod validate;
 mod wasm_tools;
 
 pub use glob::glob_match;
-pub use offered::{
+pub use offers::{
     CatalogPrompt, CatalogResource, CatalogTemplate, Offered, Provider, ResolvedResource,
 };
 pub use output::{Mismatch, OutputCheck};
@@ -42,16 +42,16 @@ pub use toolsets::{Scope, Toolsets};
 pub use uri_template::UriTemplate;
 pub use validate::ArgsValidator;
 
-use crate::call::{CallError, Principal};
-use crate::config::{CatalogMode, Config, Limits};
 use crate::db::{Connectors, DbTool};
-use crate::wasm::sched::Gate;
-use crate::wasm::{Discovery, LoadFailure, ToolPlugin};
+use hangar_config::{CatalogMode, Config, Limits};
+use hangar_core::call::{CallError, Principal};
+use hangar_runtime::sched::Gate;
+use hangar_runtime::{Discovery, LoadFailure, ToolPlugin};
 use stages::Plugins;
 
-pub use crate::call::{Annotations, ToolDef};
+pub use hangar_core::call::{Annotations, ToolDef};
 /// What built a plugin's component, as its catalog entries say it.
-pub use crate::wasm::Toolchain;
+pub use hangar_runtime::Toolchain;
 
 /// What executes a tool.
 pub enum Backend {
@@ -106,15 +106,15 @@ pub struct Catalog {
     /// The value of `upstream_changes` the upstream entries were taken at.
     upstream_seen: std::sync::atomic::AtomicU64,
     /// What happens when a tool's definition changes under a live session.
-    pinning: crate::config::Pinning,
+    pinning: hangar_config::Pinning,
     /// The auth and mapper plugins, and the server's rate limiter: what the
     /// entries of tools an upstream adds later are wired with.
     plugins: Arc<Plugins>,
     server_limiter: Option<Arc<Limiter>>,
     /// The replicas' shared Redis (`[cluster]`): rate limits count there.
-    cluster: Option<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<hangar_core::cluster::Cluster>>,
     /// The tools that run as tasks (`[[tools]] task`), by name.
-    tasks: Arc<HashMap<String, crate::config::TaskSupport>>,
+    tasks: Arc<HashMap<String, hangar_config::TaskSupport>>,
     /// `[toolsets]`: what each toolset's endpoints reach.
     toolsets: Arc<Toolsets>,
     /// [`Catalog::per_caller`], worked out when the catalog is indexed.
@@ -125,7 +125,7 @@ pub struct Catalog {
     requires_any: bool,
     /// Users' connections: what `hide_unconnected` asks whether a provider
     /// resolves for a caller.
-    accounts: Option<Arc<crate::accounts::Accounts>>,
+    accounts: Option<Arc<hangar_core::accounts::Accounts>>,
     /// Code mode (`run`), when the catalog offers it.
     code: Option<Arc<code::CodeMode>>,
 }
@@ -149,9 +149,9 @@ impl Catalog {
         config: &Config,
         discovery: Discovery,
         upstream_tls: &rustls::ClientConfig,
-        cluster: Option<Arc<crate::cluster::Cluster>>,
-        accounts: &Arc<crate::accounts::Accounts>,
-        updates: &crate::call::ResourceChanges,
+        cluster: Option<Arc<hangar_core::cluster::Cluster>>,
+        accounts: &Arc<hangar_core::accounts::Accounts>,
+        updates: &hangar_core::call::ResourceChanges,
     ) -> anyhow::Result<Built> {
         let loaded_names: HashSet<String> =
             discovery.loaded.iter().map(|l| l.name.clone()).collect();
@@ -216,7 +216,7 @@ impl Catalog {
         self.per_caller = self.hides_unconnected
             || self.default_auth.is_some()
             || self.has_restricted()
-            || (self.order.iter()).any(|t| crate::call::apps::app_only(t.def.meta.as_ref()))
+            || (self.order.iter()).any(|t| hangar_core::call::apps::app_only(t.def.meta.as_ref()))
             || self.order.iter().any(|t| t.stages.auth.is_some())
             || self.offered.has_auth();
         self.search = Some(search::ToolSearch::new(self.order.iter().map(|t| {
@@ -291,7 +291,7 @@ impl Catalog {
 
     /// The tool called `name`, or the resolution error.
     /// Whether calls of the tool `name` become tasks (`[[tools]] task`).
-    pub fn task_support(&self, name: &str) -> Option<crate::config::TaskSupport> {
+    pub fn task_support(&self, name: &str) -> Option<hangar_config::TaskSupport> {
         self.tasks.get(name).copied()
     }
 
@@ -302,7 +302,7 @@ impl Catalog {
             .ok_or_else(|| CallError::not_found(name))
     }
 
-    pub fn pinning(&self) -> crate::config::Pinning {
+    pub fn pinning(&self) -> hangar_config::Pinning {
         self.pinning
     }
 
@@ -312,7 +312,7 @@ impl Catalog {
 
     /// What a request through `toolset` lists: its own `catalog`, else
     /// the server's.
-    pub fn mode_for(&self, toolset: Option<&crate::call::Toolset>) -> CatalogMode {
+    pub fn mode_for(&self, toolset: Option<&hangar_core::call::Toolset>) -> CatalogMode {
         self.scope(toolset).mode().unwrap_or(self.mode)
     }
 
@@ -359,7 +359,7 @@ impl Catalog {
     }
 
     /// Users' connections (none in a catalog built without them).
-    pub fn accounts(&self) -> Option<&Arc<crate::accounts::Accounts>> {
+    pub fn accounts(&self) -> Option<&Arc<hangar_core::accounts::Accounts>> {
         self.accounts.as_ref()
     }
 
@@ -387,7 +387,7 @@ impl Catalog {
         query: &str,
         limit: usize,
         principal: Option<&Principal>,
-        toolset: Option<&crate::call::Toolset>,
+        toolset: Option<&hangar_core::call::Toolset>,
         hidden: &Unconnected,
     ) -> Vec<(Arc<CatalogTool>, f32)> {
         let scope = self.scope(toolset);
@@ -419,13 +419,13 @@ impl Catalog {
     }
 
     /// What a request through `toolset` reaches (`None`: everything).
-    pub fn scope(&self, toolset: Option<&crate::call::Toolset>) -> Scope<'_> {
+    pub fn scope(&self, toolset: Option<&hangar_core::call::Toolset>) -> Scope<'_> {
         self.toolsets.scope(toolset)
     }
 
     /// The tools a caller with `principal` sees through the toolset `name`.
     pub fn toolset_tools(&self, name: &str, principal: Option<&Principal>) -> usize {
-        let toolset = crate::call::Toolset::new(name);
+        let toolset = hangar_core::call::Toolset::new(name);
         let scope = self.scope(Some(&toolset));
         if !scope.admits(principal) {
             return 0;
@@ -460,7 +460,7 @@ impl Catalog {
 fn tool_limiter(
     config: &Config,
     name: &str,
-    cluster: Option<&Arc<crate::cluster::Cluster>>,
+    cluster: Option<&Arc<hangar_core::cluster::Cluster>>,
 ) -> Option<Arc<Limiter>> {
     let limit = config.tool(name).and_then(|t| t.rate_limit)?;
     Some(Limiter::new(limit, format!("tool {name}"), cluster))

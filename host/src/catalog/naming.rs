@@ -2,8 +2,8 @@
 //! plain component unless `prefix` says otherwise) and `[plugins.X] tools`,
 //! which selects and renames.
 
-use crate::call::ToolDef;
-use crate::config::ToolSelection;
+use hangar_config::ToolSelection;
+use hangar_core::call::ToolDef;
 
 /// A tool as the catalog names it, with its name inside the plugin.
 pub struct Named {
@@ -86,7 +86,7 @@ mod tests {
     fn a_selection_keeps_renames_and_names_what_is_missing() {
         let selection = [
             ToolSelection::Keep("m.b".into()),
-            ToolSelection::Rename(crate::config::Rename {
+            ToolSelection::Rename(hangar_config::Rename {
                 export: "a".into(),
                 name: "alpha".into(),
             }),

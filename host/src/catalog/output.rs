@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::call::{Content, ToolResult};
-use crate::config::{OutputValidation, ResultLimit};
+use hangar_config::{OutputValidation, ResultLimit};
+use hangar_core::call::{Content, ToolResult};
 
 /// At most this many schema errors are named in one message.
 const MAX_PROBLEMS: usize = 8;

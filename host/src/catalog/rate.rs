@@ -13,9 +13,9 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
-use crate::call::{CallContext, CallError};
-use crate::cluster::Cluster;
-use crate::config::RateLimit;
+use hangar_config::RateLimit;
+use hangar_core::call::{CallContext, CallError};
+use hangar_core::cluster::Cluster;
 
 type Keyed =
     RateLimiter<String, governor::state::keyed::DefaultKeyedStateStore<String>, DefaultClock>;
@@ -114,7 +114,7 @@ fn caller_key(cx: &CallContext) -> String {
         return format!("sub:{}", p.subject);
     }
     match cx.request.as_ref().and_then(|r| r.client_addr) {
-        Some(sock) => format!("ip:{}", crate::call::client_key(sock.ip())),
+        Some(sock) => format!("ip:{}", hangar_core::call::client_key(sock.ip())),
         None => "anonymous".to_string(),
     }
 }

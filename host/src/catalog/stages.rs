@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{ArgsValidator, OutputCheck};
-use crate::call::{Principal, ToolDef};
-use crate::config::{AuthConfig, AuthKeyword, AuthSetting, Config, Limits};
-use crate::wasm::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
+use hangar_config::{AuthConfig, AuthKeyword, AuthSetting, Config, Limits};
+use hangar_core::call::{Principal, ToolDef};
+use hangar_runtime::{AuthPlugin, LoadedPlugin, MapperPlugin, PluginKind, ToolPlugin};
 
 /// The auth stage of a tool.
 #[derive(Clone)]
@@ -108,7 +108,7 @@ impl Unconnected {
 
 /// The arguments of a tool that take upload handles: those its `[[tools]]`
 /// entry names, and the properties its schema marks `"x-hangar-upload": true`.
-fn consumed_uploads(cfg: Option<&crate::config::ToolConfig>, schema: &Value) -> Vec<String> {
+fn consumed_uploads(cfg: Option<&hangar_config::ToolConfig>, schema: &Value) -> Vec<String> {
     let mut names: Vec<String> = cfg.map(|t| t.consumes_uploads.clone()).unwrap_or_default();
     let marked = schema
         .get("properties")

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::glob::glob_match;
 use super::stages::AuthStage;
-use crate::call::{Principal, Toolset};
-use crate::config::{AuthConfig, CatalogMode, ToolsetConfig};
+use hangar_config::{AuthConfig, CatalogMode, ToolsetConfig};
+use hangar_core::call::{Principal, Toolset};
 
 /// Every toolset, by name (the catalog's: a reload brings new globs).
 #[derive(Default)]

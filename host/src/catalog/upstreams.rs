@@ -30,10 +30,10 @@ use std::sync::atomic::Ordering;
 
 use super::stages::Plugins;
 use super::{Backend, Catalog, CatalogTool, Offered, Provider, RateLimits, ToolDef, tool_limiter};
-use crate::call::PromptDef;
-use crate::config::Config;
 use crate::upstream::Upstream;
-use crate::wasm::LoadFailure;
+use hangar_config::Config;
+use hangar_core::call::PromptDef;
+use hangar_runtime::LoadFailure;
 
 impl Catalog {
     /// Connects to every configured upstream and adds its tools.
@@ -41,8 +41,8 @@ impl Catalog {
         &mut self,
         config: &Config,
         tls: &rustls::ClientConfig,
-        accounts: &Arc<crate::accounts::Accounts>,
-        updates: &crate::call::ResourceChanges,
+        accounts: &Arc<hangar_core::accounts::Accounts>,
+        updates: &hangar_core::call::ResourceChanges,
         problems: &mut Vec<LoadFailure>,
     ) {
         let env = |var: &str| std::env::var(var).ok();
@@ -192,7 +192,7 @@ impl Catalog {
         }
         // An upload_consumer's arguments take handles, handed on as paths.
         if let Some(adapter) = upstream.adapter(remote)
-            && adapter.kind == crate::config::AdapterKind::UploadConsumer
+            && adapter.kind == hangar_config::AdapterKind::UploadConsumer
         {
             for argument in &adapter.arguments {
                 if !stages.consumes_uploads.contains(argument) {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::call::{CallError, ErrorKind, Stage};
+use hangar_core::call::{CallError, ErrorKind, Stage};
 
 /// A tool's compiled input schema.
 pub struct ArgsValidator {

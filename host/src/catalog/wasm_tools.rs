@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Backend, Catalog, CatalogTool, Limiter, Offered, RateLimits, naming, tool_limiter};
-use crate::config::Config;
-use crate::wasm::sched::Gate;
-use crate::wasm::{LoadFailure, ToolPlugin};
+use hangar_config::Config;
+use hangar_runtime::sched::Gate;
+use hangar_runtime::{LoadFailure, ToolPlugin};
 
 impl Catalog {
     /// Lists every tool plugin (`tool_plugins`, with the file each came

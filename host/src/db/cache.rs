@@ -5,7 +5,7 @@
 //! larger than `max_entry_bytes` is served but not kept.
 //!
 //! With `[cluster]`, a miss here is looked up in the replicas' shared Redis
-//! (the second tier, `crate::cluster::cache`) before the database is asked;
+//! (the second tier, `hangar_core::cluster::cache`) before the database is asked;
 //! the tool does that ([`super::DbTool`]) and counts its hits here.
 
 use std::sync::Arc;

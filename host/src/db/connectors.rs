@@ -11,9 +11,9 @@ use serde_json::Value;
 use super::outcome::{DbFailure, Rows};
 use super::template::{self, ParamStyle, TemplateError};
 use super::{postgres, sqlite};
-use crate::call::CancelToken;
-use crate::cluster::Cluster;
-use crate::config::{Config, ConnectorConfig};
+use hangar_config::{Config, ConnectorConfig};
+use hangar_core::call::CancelToken;
+use hangar_core::cluster::Cluster;
 
 /// A configured database.
 pub enum Connector {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{InputSpec, InputType};
+use hangar_config::{InputSpec, InputType};
 
 /// The declared inputs of one tool.
 #[derive(Debug, Clone)]

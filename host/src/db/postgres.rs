@@ -44,8 +44,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::outcome::{DbFailure, Rows};
 use super::pg_tls::{self, SslMode};
-use crate::call::CancelToken;
-use crate::config::PostgresConfig;
+use hangar_config::PostgresConfig;
+use hangar_core::call::CancelToken;
 
 type BoxError = Box<dyn StdError + Sync + Send>;
 

@@ -1,5 +1,5 @@
 //! The result cache's second tier (`[cluster]`): results in the replicas'
-//! shared Redis (`crate::cluster::cache`), so what one replica fetched
+//! shared Redis (`hangar_core::cluster::cache`), so what one replica fetched
 //! serves the others. A Redis that fails is skipped: the call goes on to
 //! the database.
 

@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::outcome::{DbFailure, Rows};
-use crate::call::CancelToken;
-use crate::config::SqliteConfig;
+use hangar_config::SqliteConfig;
+use hangar_core::call::CancelToken;
 
 /// SQLite VM instructions between two checks of a statement's deadline.
 const CHECK_EVERY_OPS: i32 = 1000;

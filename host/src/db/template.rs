@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 // `{{ env.VAR }}` / `{{ file.… }}` belong to config files as much as to
 // statements; their scanner lives in config/, below every layer.
-pub use crate::config::placeholders::{TemplateError, substitute_env};
-use crate::config::placeholders::{env_value, next_placeholder};
+pub use hangar_config::placeholders::{TemplateError, substitute_env};
+use hangar_config::placeholders::{env_value, next_placeholder};
 
 /// How a connector writes parameter `n` (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

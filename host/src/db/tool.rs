@@ -12,11 +12,11 @@ use super::connectors::{Connector, Connectors};
 use super::inputs::Inputs;
 use super::outcome::{DbFailure, Rows};
 use super::template::{self, Compiled, ParamStyle, TemplateError};
-use crate::call::{
+use hangar_config::{DbConfig, InputSpec, InputType, ResourceConfig, ToolConfig};
+use hangar_core::call::{
     CallError, CancelToken, Content, ErrorKind, Principal, ResourceContents, Stage, ToolResult,
 };
-use crate::cluster::Cluster;
-use crate::config::{DbConfig, InputSpec, InputType, ResourceConfig, ToolConfig};
+use hangar_core::cluster::Cluster;
 
 /// One SQL statement, served as a tool (`[[tools]]`) or a resource
 /// (`[[resources]]`): its inputs, compiled statement, connector, read-only

@@ -227,7 +227,7 @@ fn write_new(folder: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use hangar_config::Config;
 
     fn files(shared: &Path) -> Files {
         let mut config = Config::default();

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::config::{ArtifactsConfig, Config, UploadsConfig};
+use hangar_config::{ArtifactsConfig, Config, UploadsConfig};
 
 pub use names::{
     ARTIFACT_SCHEME, Area, GUEST_ARTIFACTS, GUEST_UPLOADS, UPLOAD_SCHEME, attachment, check_name,
@@ -87,7 +87,7 @@ impl Files {
         let key = match &art.signing_key {
             Some(text) => {
                 let env = |var: &str| std::env::var(var).ok();
-                let key = crate::config::placeholders::substitute_env(text, &env)
+                let key = hangar_config::placeholders::substitute_env(text, &env)
                     .map_err(|e| anyhow::anyhow!("[artifacts] signing_key: {e}"))?;
                 if key.len() < 16 {
                     anyhow::bail!("[artifacts] signing_key: use at least 16 bytes");

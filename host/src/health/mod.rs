@@ -12,9 +12,10 @@ use arc_swap::ArcSwap;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::claims_match;
-use crate::config::Config;
-use crate::pipeline::{Live, Principal};
-use crate::wasm::LoadFailure;
+use crate::pipeline::Live;
+use hangar_config::Config;
+use hangar_core::call::Principal;
+use hangar_runtime::LoadFailure;
 pub use reloads::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trigger};
 
 /// A `visible_to` table.

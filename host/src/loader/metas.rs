@@ -5,24 +5,27 @@
 
 use std::collections::HashMap;
 
-use crate::wasm::capability::{Loads, PluginSetup, Problems};
-use crate::wasm::{self, LoadFailure};
+use hangar_runtime::capability::{Loads, PluginSetup, Problems};
+use hangar_runtime::{self, LoadFailure};
 
 /// Every capability's part of each configured plugin, and the problems met
 /// (a bad grant, a missing variable); plus the capabilities' load-wide part,
 /// from which a plugin the config does not name is configured.
 pub(crate) fn plugin_metas(
-    config: &crate::config::Config,
+    config: &hangar_config::Config,
     loads: &Loads,
     mut problems: Problems,
-) -> (HashMap<String, wasm::PluginMeta>, Vec<LoadFailure>) {
+) -> (
+    HashMap<String, hangar_runtime::PluginMeta>,
+    Vec<LoadFailure>,
+) {
     let mut metas = HashMap::new();
     for (name, plugin) in &config.plugins {
         let setup = PluginSetup {
             name,
             config: Some(plugin),
         };
-        let meta = wasm::PluginMeta {
+        let meta = hangar_runtime::PluginMeta {
             name: name.as_str().into(),
             reuse: plugin.instances.reuse.then(|| plugin.instances.clone()),
             caps: loads.configure(&setup, &mut problems),
@@ -41,9 +44,9 @@ pub(crate) fn plugin_metas(
 }
 
 /// A plugin the config does not name: nothing granted, no config values.
-pub(crate) fn unconfigured(name: &str, loads: &Loads) -> wasm::PluginMeta {
+pub(crate) fn unconfigured(name: &str, loads: &Loads) -> hangar_runtime::PluginMeta {
     let setup = PluginSetup { name, config: None };
-    wasm::PluginMeta {
+    hangar_runtime::PluginMeta {
         name: name.into(),
         reuse: None,
         // Without a table there is nothing that can be wrong.

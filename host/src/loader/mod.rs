@@ -6,14 +6,14 @@ mod report;
 
 use std::sync::Arc;
 
-use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
-use crate::config::Config;
-use crate::registry::{Ask, Resolution};
-use crate::wasm::capability::{LoadSetup, Loads, Problems};
-use crate::wasm::engine::EngineOptions;
-use crate::wasm::sched::SchedOptions;
-use crate::wasm::{self, Discovery, LoadFailure, Runtime};
+use crate::registry::{Contact, Resolution};
+use hangar_config::Config;
+use hangar_core::call::ResourceChanges;
+use hangar_runtime::capability::{LoadSetup, Loads, Problems};
+use hangar_runtime::engine::EngineOptions;
+use hangar_runtime::sched::SchedOptions;
+use hangar_runtime::{self, Discovery, LoadFailure, Runtime};
 use metas::{plugin_metas, unconfigured};
 pub use report::{LoadReport, LoadedEntry};
 
@@ -24,15 +24,15 @@ pub use report::{LoadReport, LoadedEntry};
 /// them for the whole life of the server.
 pub struct Loader {
     runtime: Runtime,
-    client: Arc<wasm::http::HttpClient>,
-    kv: Option<Arc<crate::kv::KvStore>>,
+    client: Arc<hangar_runtime::http::HttpClient>,
+    kv: Option<Arc<hangar_core::kv::KvStore>>,
     /// Why the kv store did not open, repeated in every generation's problems.
     kv_problems: Vec<LoadFailure>,
     changes: ResourceChanges,
     /// The replicas' shared Redis (`[cluster]`), kept across reloads.
-    cluster: Option<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<hangar_core::cluster::Cluster>>,
     /// Users' own accounts (their connections live in the kv store).
-    accounts: Arc<crate::accounts::Accounts>,
+    accounts: Arc<hangar_core::accounts::Accounts>,
 }
 
 /// One catalog and what was met building it.
@@ -66,25 +66,25 @@ impl Loader {
             &server.cache_dir,
         )?;
         let client = Arc::new(
-            wasm::http::HttpClient::new(config.http.extra_ca.as_deref())
+            hangar_runtime::http::HttpClient::new(config.http.extra_ca.as_deref())
                 .map_err(|e| anyhow::anyhow!(e))?
                 .with_resolve(&config.http.resolve),
         );
         let cluster = config
             .cluster
             .as_ref()
-            .map(crate::cluster::Cluster::open)
+            .map(hangar_core::cluster::Cluster::open)
             .transpose()?;
         if let Some(cluster) = &cluster {
             cluster.probe().await?;
         }
         // kv in the cluster's Redis speaks through the cluster's connection.
-        let open_redis = cluster.as_ref().map(|cluster| crate::kv::OpenRedis {
+        let open_redis = cluster.as_ref().map(|cluster| hangar_core::kv::OpenRedis {
             url: cluster.first_url(),
             link: cluster.link().clone(),
         });
         let (kv, kv_problems) =
-            crate::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
+            hangar_core::kv::open(&config.kv, &config.server.cache_dir, open_redis).await;
         // Users' tokens are sealed with the key: one that cannot be used
         // stops the start, as a missing one does (`Config::load`).
         if config.credentials.per_user() {
@@ -93,7 +93,7 @@ impl Loader {
                 .encryption_key()
                 .map_err(|e| anyhow::anyhow!(e))?;
         }
-        let accounts = Arc::new(crate::accounts::Accounts::new(
+        let accounts = Arc::new(hangar_core::accounts::Accounts::new(
             kv.clone(),
             (**client.tls()).clone(),
         ));
@@ -122,7 +122,7 @@ impl Loader {
         (**self.client.tls()).clone()
     }
 
-    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+    pub fn cluster(&self) -> Option<&Arc<hangar_core::cluster::Cluster>> {
         self.cluster.as_ref()
     }
 
@@ -131,12 +131,12 @@ impl Loader {
     }
 
     /// Users' own accounts at per-user providers.
-    pub fn accounts(&self) -> &Arc<crate::accounts::Accounts> {
+    pub fn accounts(&self) -> &Arc<hangar_core::accounts::Accounts> {
         &self.accounts
     }
 
     /// The kv store (`[kv]`), when it opened.
-    pub fn kv(&self) -> Option<Arc<crate::kv::KvStore>> {
+    pub fn kv(&self) -> Option<Arc<hangar_core::kv::KvStore>> {
         self.kv.clone()
     }
 
@@ -144,7 +144,7 @@ impl Loader {
     /// catalog. Fails only on what makes serving impossible (a duplicate
     /// tool name, an unreadable plugins directory).
     pub async fn build(self: &Arc<Self>, config: &Config) -> anyhow::Result<Generation> {
-        self.build_asking(config, Ask::Always).await
+        self.build_asking(config, Contact::Always).await
     }
 
     /// [`Loader::build`] for a reload: a source pinned by digest and
@@ -154,7 +154,8 @@ impl Loader {
         self: &Arc<Self>,
         config: Arc<Config>,
     ) -> anyhow::Result<Generation> {
-        self.build_asking(&config, Ask::UnlessPinnedAndCached).await
+        self.build_asking(&config, Contact::UnlessPinnedAndCached)
+            .await
     }
 
     /// The compiling runs on a blocking thread (it takes minutes on a first
@@ -163,9 +164,9 @@ impl Loader {
     async fn build_asking(
         self: &Arc<Self>,
         config: &Config,
-        ask: Ask,
+        contact: Contact,
     ) -> anyhow::Result<Generation> {
-        let resolution = crate::registry::resolve(config, ask).await;
+        let resolution = crate::registry::resolve(config, contact).await;
         let (loader, cfg, res) = (self.clone(), config.clone(), resolution.clone());
         let (discovery, meta_problems) =
             tokio::task::spawn_blocking(move || loader.discover(&cfg, &res))
@@ -209,7 +210,7 @@ impl Loader {
             .runtime
             .load_dir_with(&config.server.plugins, &named, &meta)?;
         if crate::catalog::code::offered(config) {
-            use crate::config::SandboxKind::{JavaScript, Python};
+            use hangar_config::SandboxKind::{JavaScript, Python};
             let load = |kind, with_wasi| {
                 let path = config.code.sandbox_path(kind, &config.base_dir);
                 (self.runtime.load_sandbox(&path, with_wasi))
@@ -220,7 +221,7 @@ impl Loader {
             // the binary.
             let python = config.code.sandbox_set(Python)
                 || config.code.sandbox_path(Python, &config.base_dir).exists();
-            discovery.sandboxes = Some(wasm::Sandboxes {
+            discovery.sandboxes = Some(hangar_runtime::Sandboxes {
                 javascript: load(JavaScript, false),
                 python: python.then(|| load(Python, true)),
             });
@@ -238,8 +239,8 @@ impl Loader {
         // What each tool component may reach, as `hangar check` says it
         // (the explorer's tool page shows it).
         for p in &mut discovery.loaded {
-            if let wasm::PluginKind::Tool(tool) = &mut p.kind {
-                let lines = wasm::capability::check_lines(
+            if let hangar_runtime::PluginKind::Tool(tool) = &mut p.kind {
+                let lines = hangar_runtime::capability::check_lines(
                     &p.capability_imports,
                     config.plugins.get(&p.name),
                 );
@@ -266,8 +267,8 @@ impl Loader {
                     capability_imports: p.capability_imports.clone(),
                 })
                 .collect(),
-            from_cache: discovery.count(wasm::Origin::Cache),
-            compiled: discovery.count(wasm::Origin::Compiled),
+            from_cache: discovery.count(hangar_runtime::Origin::Cache),
+            compiled: discovery.count(hangar_runtime::Origin::Compiled),
             sources: resolution.resolved,
         };
         for failure in &discovery.failures {

@@ -2,18 +2,16 @@
 //! its capability imports paired with their grants. The loader fills it in;
 //! it lives here so the crate root only re-exports it.
 
-use crate::config;
 use crate::registry;
-use crate::wasm;
 
 /// One component as it loaded.
 #[derive(Debug, Clone)]
 pub struct LoadedEntry {
     pub path: std::path::PathBuf,
     pub name: String,
-    pub world: wasm::World,
-    pub origin: wasm::Origin,
-    /// Its capability imports (`wasm::capability::imports`), with versions.
+    pub world: hangar_runtime::World,
+    pub origin: hangar_runtime::Origin,
+    /// Its capability imports (`hangar_runtime::capability::imports`), with versions.
     pub capability_imports: Vec<String>,
 }
 
@@ -23,8 +21,8 @@ impl LoadedEntry {
     /// show their grants (an import without a grant still loads; its
     /// requests are refused); kv and config need no grant. Config values are
     /// never shown, only their keys.
-    pub fn capability_lines(&self, plugin: Option<&config::PluginConfig>) -> Vec<String> {
-        wasm::capability::check_lines(&self.capability_imports, plugin)
+    pub fn capability_lines(&self, plugin: Option<&hangar_config::PluginConfig>) -> Vec<String> {
+        hangar_runtime::capability::check_lines(&self.capability_imports, plugin)
     }
 }
 
@@ -45,13 +43,13 @@ mod tests {
         LoadedEntry {
             path: "plugins/p.wasm".into(),
             name: "p".into(),
-            world: wasm::World::Tool,
-            origin: wasm::Origin::Compiled,
+            world: hangar_runtime::World::Tool,
+            origin: hangar_runtime::Origin::Compiled,
             capability_imports: imports.iter().map(|s| s.to_string()).collect(),
         }
     }
 
-    fn plugin(toml: &str) -> config::PluginConfig {
+    fn plugin(toml: &str) -> hangar_config::PluginConfig {
         toml::from_str(toml).unwrap()
     }
 

@@ -11,14 +11,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::asks::{AskGuard, Asks};
 use super::jsonrpc::{self, RpcError};
+use super::questions::{QuestionGuard, Questions};
 use super::reply::{json_response, sse_frame};
 use super::request::{Request, Rounds};
 use super::session::InFlight;
 use super::state::McpState;
-use crate::config::ErrorStyle;
-use crate::pipeline::{
+use hangar_config::ErrorStyle;
+use hangar_core::call::{
     Askable, CallError, CallEvent, CancelOnDrop, CancelToken, ErrorKind, EventSink, Stage,
     ToolResult,
 };
@@ -45,10 +45,10 @@ struct Running {
     _in_flight: Option<InFlight>,
     errors: ErrorStyle,
     /// Where questions to the client wait for their answers.
-    asks: Asks,
+    questions: Questions,
     session_id: Option<String>,
     /// The questions this call sent; forgotten when the stream ends.
-    _asked: Vec<AskGuard>,
+    _asked: Vec<QuestionGuard>,
     /// The front's input-required rounds (a 2026-07-28 request); its
     /// result is sent in the front's shape.
     rounds: Option<FrontCall>,
@@ -146,7 +146,7 @@ pub(super) async fn tools_call(st: &McpState, mut req: Request<'_>) -> Response 
         },
         id: req.id,
         errors: st.errors,
-        asks: st.asks.clone(),
+        questions: st.questions.clone(),
         session_id: req.session.as_ref().map(|s| s.id.clone()),
         _asked: Vec::new(),
         rounds: rounds.map(|rounds| FrontCall {
@@ -238,7 +238,7 @@ impl Running {
     /// front's rounds took the question.
     fn message(&mut self, event: CallEvent) -> Option<Bytes> {
         let body = match event {
-            CallEvent::Ask(ask) => match &mut self.rounds {
+            CallEvent::Question(ask) => match &mut self.rounds {
                 Some(m) => {
                     if !m.rounds.ask(ask) {
                         m.cancel.cancel();
@@ -246,7 +246,7 @@ impl Running {
                     return None;
                 }
                 None => {
-                    let (body, guard) = self.asks.send(ask, self.session_id.as_deref());
+                    let (body, guard) = self.questions.send(ask, self.session_id.as_deref());
                     self._asked.push(guard);
                     body
                 }
@@ -289,7 +289,7 @@ impl Running {
 
 fn notification(event: CallEvent, progress_token: &Option<Value>) -> Vec<u8> {
     match event {
-        CallEvent::Ask(_) => unreachable!("questions are sent by Running::message"),
+        CallEvent::Question(_) => unreachable!("questions are sent by Running::message"),
         CallEvent::Log {
             level,
             logger,

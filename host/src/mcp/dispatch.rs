@@ -19,7 +19,7 @@ use super::modern::{self, Modern};
 use super::reply::{SESSION_HEADER, json_response, reply, reply_error};
 use super::request::{Request, accepts_sse};
 use super::state::McpState;
-use super::{calls, caps, offers, replicas, stream};
+use super::{calls, limits, offers, replicas, stream};
 
 /// What the router and the stdio transport hold: the shared handlers'
 /// state, and what the modern front keeps, which only the dispatch passes
@@ -56,8 +56,8 @@ impl FromRef<Fronts> for Arc<McpState> {
 pub(super) async fn dispatch(
     fronts: &Fronts,
     client: SocketAddr,
-    token: Option<crate::pipeline::Principal>,
-    toolset: Option<crate::pipeline::Toolset>,
+    token: Option<hangar_core::call::Principal>,
+    toolset: Option<hangar_core::call::Toolset>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
@@ -116,7 +116,7 @@ pub(super) async fn dispatch(
     match message {
         Incoming::Response { id, outcome } => {
             let session_id = session.as_ref().map(|s| s.id.as_str());
-            if !st.asks.answer(&id, session_id, outcome.clone()) {
+            if !st.questions.answer(&id, session_id, outcome.clone()) {
                 match &st.cluster {
                     Some(cluster) => {
                         Box::pin(replicas::pass_answer(cluster, session_id, id, outcome)).await
@@ -174,12 +174,12 @@ pub(super) async fn dispatch(
 /// subscribed to, lists changed by a reload), for the session `headers`
 /// name: what `GET /mcp` answers, and what the stdio transport relays.
 /// One client holds at most `max_streams_per_client` such streams (see
-/// [`caps`]).
+/// [`limits`]).
 pub(super) async fn session_stream(
     st: &McpState,
     client: SocketAddr,
-    token: Option<&crate::pipeline::Principal>,
-    toolset: Option<crate::pipeline::Toolset>,
+    token: Option<&hangar_core::call::Principal>,
+    toolset: Option<hangar_core::call::Toolset>,
     headers: &HeaderMap,
 ) -> Response {
     if let Err(refusal) = st.policy.check(headers) {
@@ -201,8 +201,8 @@ pub(super) async fn session_stream(
     };
     // The session's stream slot if it has a stream already, or a new one
     // within the client's and principal's `max_streams_per_client`.
-    let keys = caps::keys(client, owner);
-    match session.open_stream(|| st.caps.streams.take(keys)) {
+    let keys = limits::keys(client, owner);
+    match session.open_stream(|| st.limits.streams.take(keys)) {
         Ok(claim) => stream::open(
             claim,
             st.pipeline.current().changes(),

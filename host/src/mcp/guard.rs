@@ -16,6 +16,16 @@ pub struct OriginPolicy {
     pub allowed_origins: Vec<String>,
 }
 
+impl OriginPolicy {
+    /// `[server] allowed_hosts` and `allowed_origins`.
+    pub fn of(server: &hangar_config::ServerConfig) -> OriginPolicy {
+        OriginPolicy {
+            allowed_hosts: server.allowed_hosts.clone(),
+            allowed_origins: server.allowed_origins.clone(),
+        }
+    }
+}
+
 /// Why a request was refused before reading it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {

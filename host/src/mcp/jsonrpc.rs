@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::pipeline::{CallError, ErrorKind};
+use hangar_core::call::{CallError, ErrorKind};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

@@ -14,9 +14,9 @@ use super::reply::{SESSION_HEADER, reply, reply_error};
 use super::request::Request;
 use super::session::{ClientAsks, Session};
 use super::state::McpState;
-use super::{caps, replicas};
-use crate::call::apps::{APP_MIME_TYPE, UI_EXTENSION};
-use crate::pipeline::LogLevel;
+use super::{limits, replicas};
+use hangar_core::call::LogLevel;
+use hangar_core::call::apps::{APP_MIME_TYPE, UI_EXTENSION};
 
 /// Opens a session for `client` (and the token subject `owner`), unless
 /// either holds `max_sessions_per_client` already: then 429.
@@ -26,9 +26,13 @@ pub(super) async fn initialize(
     params: &Map<String, Value>,
     owner: Option<String>,
     client: SocketAddr,
-    toolset: Option<&crate::pipeline::Toolset>,
+    toolset: Option<&hangar_core::call::Toolset>,
 ) -> Response {
-    let held = match st.caps.sessions.take(caps::keys(client, owner.as_deref())) {
+    let held = match st
+        .limits
+        .sessions
+        .take(limits::keys(client, owner.as_deref()))
+    {
         Ok(held) => held,
         Err(refusal) => {
             tracing::info!(%client, "initialize refused: {}", refusal.message);
@@ -46,12 +50,12 @@ pub(super) async fn initialize(
             owner,
             version,
             held,
-            st.caps.sessions.max(),
+            st.limits.sessions.max(),
         )
         .await;
     let Some(session) = session else {
         let refusal = st
-            .caps
+            .limits
             .sessions
             .refusal("client address or principal, across the cluster");
         tracing::info!(%client, "initialize refused: {}", refusal.message);
@@ -76,7 +80,7 @@ pub(super) async fn initialize(
 /// updates are sent there too. Through a toolset, resources and prompts
 /// are offered only when it holds some, and the MCP Apps extension only
 /// when one of its tools links a view.
-pub(super) fn capabilities(st: &McpState, toolset: Option<&crate::pipeline::Toolset>) -> Value {
+pub(super) fn capabilities(st: &McpState, toolset: Option<&hangar_core::call::Toolset>) -> Value {
     let pipeline = st.pipeline.current();
     let (offered, scope) = (
         pipeline.catalog().offered(),

@@ -9,7 +9,7 @@ use super::jsonrpc::RpcError;
 use super::pins;
 use super::request::Request;
 use super::state::McpState;
-use crate::call::apps::app_only;
+use hangar_core::call::apps::app_only;
 
 pub(super) async fn tools_list(st: &McpState, req: &Request<'_>) -> Response {
     let pipeline = st.pipeline.for_listing().await;

@@ -24,17 +24,17 @@
 //! `logging/setLevel`, `listing` `tools/list` and cursors, `calls`
 //! `tools/call`, `offers` resources, prompts and completion.
 
-mod asks;
 mod calls;
-mod caps;
 mod dispatch;
 mod guard;
 mod jsonrpc;
 mod lifecycle;
+mod limits;
 mod listing;
 mod modern;
 mod offers;
 mod pins;
+mod questions;
 mod replicas;
 mod reply;
 mod request;
@@ -53,8 +53,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-pub use caps::Caps;
 pub use guard::{OriginPolicy, SUPPORTED_VERSIONS};
+pub use limits::ClientLimits;
 pub use modern::Modern;
 pub use state::McpState;
 pub use stdio::{StdioOptions, serve_stdio};
@@ -82,8 +82,8 @@ pub fn router_at(fronts: Fronts, path: &str) -> Router {
 async fn post_mcp(
     State(fronts): State<Fronts>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Option<axum::Extension<crate::pipeline::Principal>>,
-    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
+    token: Option<axum::Extension<hangar_core::call::Principal>>,
+    toolset: Option<axum::Extension<hangar_core::call::Toolset>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -104,8 +104,8 @@ async fn post_mcp(
 async fn get_mcp(
     State(st): State<Arc<McpState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
-    token: Option<axum::Extension<crate::pipeline::Principal>>,
-    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
+    token: Option<axum::Extension<hangar_core::call::Principal>>,
+    toolset: Option<axum::Extension<hangar_core::call::Toolset>>,
     headers: HeaderMap,
 ) -> Response {
     let (token, toolset) = (token.as_ref().map(|t| &t.0), toolset.map(|t| t.0));
@@ -115,7 +115,7 @@ async fn get_mcp(
 /// Ends a session.
 async fn delete_mcp(
     State(st): State<Arc<McpState>>,
-    token: Option<axum::Extension<crate::pipeline::Principal>>,
+    token: Option<axum::Extension<hangar_core::call::Principal>>,
     headers: HeaderMap,
 ) -> Response {
     if let Err(refusal) = st.policy.check(&headers) {

@@ -12,7 +12,9 @@ use super::listing::page;
 use super::reply::{json_response, reply};
 use super::request::{Front, Request};
 use super::state::McpState;
-use crate::pipeline::{Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage};
+use hangar_core::call::{
+    Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage,
+};
 
 /// A listing method's answer: one page of `items` under `key`.
 fn listing<T: Serialize>(
@@ -120,7 +122,7 @@ pub(super) async fn subscribe(st: &McpState, req: &Request<'_>, on: bool) -> Res
             return req.fail(&offer_error(&e, &cx.trace_id, Some(&uri)));
         }
     }
-    let max = st.caps.max_subscriptions;
+    let max = st.limits.max_subscriptions;
     if !st.sessions.subscribe(session, &uri, on, max).await {
         return req.fail(&RpcError {
             code: jsonrpc::SERVER_ERROR,
@@ -195,7 +197,7 @@ async fn prompt_in_rounds(
         tokio::select! {
             biased;
             Some(event) = rx.recv() => {
-                if let CallEvent::Ask(ask) = event
+                if let CallEvent::Question(ask) = event
                     && !rounds.ask(ask)
                 {
                     cancel.cancel();

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::config::Pinning;
-use crate::pipeline::pins::{Pinned, Pins, definition_hash};
+use hangar_config::Pinning;
+use hangar_core::call::pins::{Pinned, Pins, definition_hash};
 
 /// The `_meta` key a changed tool or prompt carries in its listing.
 pub const META_KEY: &str = "io.hangar/pinning";
@@ -40,7 +40,21 @@ pub fn listed<D: Pinned>(pins: Option<&Pins>, mode: Pinning, session: &str, def:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::pins::{def, refusal};
+    use hangar_core::call::ToolDef;
+    use hangar_core::call::pins::refusal;
+
+    /// A tool `up.t` whose definition differs only by its description.
+    fn def(description: &str) -> ToolDef {
+        ToolDef {
+            name: "up.t".into(),
+            title: None,
+            description: description.into(),
+            input_schema: json!({ "type": "object" }),
+            output_schema: None,
+            annotations: None,
+            meta: None,
+        }
+    }
 
     #[test]
     fn the_first_definition_is_pinned_and_a_change_is_marked() {

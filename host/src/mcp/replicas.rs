@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::asks::Asks;
+use super::questions::Questions;
 use super::session::Sessions;
-use crate::call::{Forward, ResourceChanges};
-use crate::cluster::Cluster;
-use crate::cluster::bus::{BusMessage, Handler};
+use hangar_core::call::{Forward, ResourceChanges};
+use hangar_core::cluster::Cluster;
+use hangar_core::cluster::bus::{BusMessage, Handler};
 
 /// Publishes a `notifications/cancelled` for a call of `session` that
 /// does not run here.
@@ -51,7 +51,7 @@ pub(super) async fn pass_answer(
 /// or hands an answer to the call here that asked.
 pub(super) fn from_other_replicas(
     sessions: Sessions,
-    asks: Asks,
+    questions: Questions,
     changes: ResourceChanges,
     node: String,
 ) -> Handler {
@@ -78,7 +78,7 @@ pub(super) fn from_other_replicas(
                 Some(e) => Err(e),
                 None => Ok(result.unwrap_or(Value::Null)),
             };
-            asks.answer(&id, session.as_deref(), outcome);
+            questions.answer(&id, session.as_deref(), outcome);
         }
     })
 }

@@ -15,7 +15,7 @@ use super::jsonrpc::RpcError;
 use super::reply::{reply, reply_error};
 use super::session::Session;
 use super::state::McpState;
-use crate::pipeline::{Ask, CallContext, LogLevel, RequestInfo, Transport};
+use hangar_core::call::{CallContext, LogLevel, Question, RequestInfo, Surface};
 
 /// What a revision's front adds to the shared handlers: the shape of its
 /// results and errors, and its way to ask the client questions. A request
@@ -52,7 +52,7 @@ pub(super) trait Front: Sync {
 pub(super) trait Rounds: Send {
     /// Answers a question of the running guest, or keeps it for the client.
     /// False when the run has left too many questions unanswered and must stop.
-    fn ask(&mut self, ask: Ask) -> bool;
+    fn ask(&mut self, ask: Question) -> bool;
 
     /// The result to answer with instead of the run's, when it left
     /// questions unanswered.
@@ -74,11 +74,11 @@ pub(super) struct Request<'a> {
     pub(super) headers: &'a HeaderMap,
     pub(super) client: SocketAddr,
     /// The principal of the request's bearer token (`[oauth]`).
-    pub(super) token: Option<crate::pipeline::Principal>,
+    pub(super) token: Option<hangar_core::call::Principal>,
     /// The front the request came through; `None` for the 2025 revisions.
     pub(super) front: Option<&'a dyn Front>,
     /// The toolset the endpoint serves (`/mcp/NAME`); `None`: everything.
-    pub(super) toolset: Option<crate::pipeline::Toolset>,
+    pub(super) toolset: Option<hangar_core::call::Toolset>,
 }
 
 impl Request<'_> {
@@ -109,7 +109,7 @@ impl Request<'_> {
     /// A call context for this request: trace id, session, what the auth stage sees.
     pub(super) fn context(&self, st: &McpState) -> CallContext {
         let info = RequestInfo::new(
-            Transport::Mcp,
+            Surface::Mcp,
             "POST",
             "/mcp",
             self.headers,

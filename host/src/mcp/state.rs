@@ -1,19 +1,18 @@
 //! `McpState`: what the `/mcp` handlers share — the pipeline in service,
-//! the sessions, the questions waiting for clients' answers, the caps on
+//! the sessions, the questions waiting for clients' answers, the limits on
 //! what one client holds — and how it is built. What only one revision's
 //! front keeps (the 2026-07-28 front's tasks and round key) is its own.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::asks::Asks;
-use super::caps::Caps;
 use super::guard::OriginPolicy;
+use super::limits::ClientLimits;
+use super::questions::Questions;
 use super::replicas;
 use super::session::{self, SessionReport, Sessions};
-use crate::cluster::Cluster;
-use crate::config::ErrorStyle;
 use crate::pipeline::Live;
+use hangar_config::{ErrorStyle, ServerConfig};
+use hangar_core::cluster::Cluster;
 
 /// What the `/mcp` handlers share.
 pub struct McpState {
@@ -25,62 +24,56 @@ pub struct McpState {
     pub trace_ids: bool,
     pub(super) sessions: Sessions,
     /// Questions sent to clients, waiting for their answers.
-    pub(super) asks: Asks,
+    pub(super) questions: Questions,
     /// Turns true at shutdown: long-lived streams (`subscriptions/listen`)
     /// end gracefully.
     pub(super) closing: tokio::sync::watch::Sender<bool>,
     /// The replicas' shared Redis (`[cluster]`).
     pub(super) cluster: Option<Arc<Cluster>>,
     /// What one client may hold open: streams, sessions, subscriptions.
-    pub(super) caps: Caps,
+    pub(super) limits: ClientLimits,
 }
 
 impl McpState {
-    /// `max_sessions` live at once, each forgotten after `session_timeout`
-    /// unused.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        pipeline: Live,
-        policy: OriginPolicy,
-        page_size: usize,
-        errors: ErrorStyle,
-        trace_ids: bool,
-        max_sessions: usize,
-        session_timeout: Duration,
-        cluster: Option<Arc<Cluster>>,
-    ) -> McpState {
-        let sessions =
-            Sessions::with_on_end(max_sessions, session_timeout, session_ended(&pipeline))
-                .shared_by(cluster.clone());
-        let asks = Asks::default();
+    /// Serves by `[server]`'s keys as they were at start-up: the Host/Origin
+    /// policy, `page_size`, `errors`, `trace_ids`, `max_sessions` live at
+    /// once (each forgotten after `session_timeout` unused) and what one
+    /// client may hold open (`max_*_per_client`). `cluster`: the replicas'
+    /// Redis, which sessions and questions are shared through.
+    pub fn new(pipeline: Live, server: &ServerConfig, cluster: Option<Arc<Cluster>>) -> McpState {
+        let sessions = Sessions::with_on_end(
+            server.max_sessions.max(1),
+            server.session_timeout,
+            session_ended(&pipeline),
+        )
+        .shared_by(cluster.clone());
+        let questions = Questions::default();
         if let Some(cluster) = &cluster {
             let changes = pipeline.current().changes().clone();
             changes.forward_to(replicas::to_other_replicas(cluster));
             cluster.listen(replicas::from_other_replicas(
                 sessions.clone(),
-                asks.clone(),
+                questions.clone(),
                 changes,
                 cluster.node().to_string(),
             ));
         }
         McpState {
-            policy,
-            page_size,
-            errors,
-            trace_ids,
+            policy: OriginPolicy::of(server),
+            page_size: server.page_size.max(1),
+            errors: server.errors,
+            trace_ids: server.trace_ids,
             sessions,
             pipeline,
-            asks,
+            questions,
             cluster,
             closing: tokio::sync::watch::Sender::new(false),
-            caps: Caps::default(),
+            limits: ClientLimits::new(
+                server.max_streams_per_client,
+                server.max_sessions_per_client,
+                server.max_subscriptions_per_session,
+            ),
         }
-    }
-
-    /// What one client may hold open (`[server] max_*_per_client`).
-    pub fn with_caps(mut self, caps: Caps) -> McpState {
-        self.caps = caps;
-        self
     }
 
     /// Ends the sessions' GET streams (at shutdown).

@@ -34,7 +34,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::dispatch::{Fronts, dispatch, session_stream};
 use super::jsonrpc::{self, RpcError};
 use super::reply::SESSION_HEADER;
-use crate::pipeline::Principal;
+use hangar_core::call::Principal;
 
 /// The peer address a stdio request is counted and logged under.
 const STDIO_PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
@@ -55,7 +55,7 @@ pub struct StdioOptions {
     pub max_line_bytes: usize,
     /// What stdin is served, as `/mcp` serves it: `[server] default_toolset`,
     /// or (`None`) the whole catalog.
-    pub toolset: Option<crate::pipeline::Toolset>,
+    pub toolset: Option<hangar_core::call::Toolset>,
 }
 
 /// One line from stdin.
@@ -69,7 +69,7 @@ struct Link {
     fronts: Fronts,
     principal: Option<Principal>,
     token: Option<HeaderValue>,
-    toolset: Option<crate::pipeline::Toolset>,
+    toolset: Option<hangar_core::call::Toolset>,
     /// The session `initialize` opened, named in each later request.
     session: Mutex<Option<HeaderValue>>,
     /// The relay of that session's stream of unprompted messages.

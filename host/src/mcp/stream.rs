@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::jsonrpc;
 use super::reply::sse_frame;
 use super::session::{Sessions, StreamClaim};
-use crate::pipeline::{Change, ResourceChanges, Toolset};
+use hangar_core::call::{Change, ResourceChanges, Toolset};
 
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);

@@ -3,7 +3,7 @@
 //! fuel, dropped events) and times each stage, into the counting thread's
 //! own tally ([`tally`]); what lives in other
 //! components (instance slots, DB pools, result caches) is read at scrape
-//! time from a [`Live`] snapshot, so the backends carry no metrics handle.
+//! time from a [`Snapshot`], so the backends carry no metrics handle.
 //! `GET /metrics` (see [`crate::server`]) renders it in the text format.
 
 mod outcome;
@@ -52,7 +52,7 @@ pub type InstanceGauge = std::sync::Arc<dyn Fn() -> Vec<(&'static str, u64)> + S
 
 /// What is read from the rest of the server at scrape time.
 #[derive(Debug, Clone, Default)]
-pub struct Live {
+pub struct Snapshot {
     /// Wasm instance slots in use, by pool (`tools`, `stages`).
     pub instances: Vec<(&'static str, u64)>,
     /// DB connections lent out, and callers waiting for one, over every pool.
@@ -255,7 +255,7 @@ impl Metrics {
     }
 
     /// The text exposition, with `live` figures as of now.
-    pub fn render(&self, live: &Live) -> String {
+    pub fn render(&self, live: &Snapshot) -> String {
         for (pool, n) in &live.instances {
             self.instances
                 .get_or_create(&PoolLabels { pool })
@@ -303,7 +303,7 @@ pub fn without_tools(text: &str, tools: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::Stage;
+    use hangar_core::call::Stage;
 
     fn sample<'a>(text: &'a str, line_start: &str) -> Option<&'a str> {
         text.lines()
@@ -342,10 +342,10 @@ mod tests {
             ..ok
         });
         m.reloaded();
-        let text = m.render(&Live {
+        let text = m.render(&Snapshot {
             instances: vec![("tools", 3)],
             cache_hits: 5,
-            ..Live::default()
+            ..Snapshot::default()
         });
         let get = |s| sample(&text, s);
         // The program's call counts as a call too, and as a program's.
@@ -398,7 +398,7 @@ mod tests {
             stages: handled,
             in_program: false,
         });
-        let text = m.render(&Live::default());
+        let text = m.render(&Snapshot::default());
         assert_eq!(
             sample(&text, r#"hangar_calls_total{tool="echo""#),
             None,
@@ -427,7 +427,7 @@ mod tests {
                 in_program: false,
             });
         }
-        let text = without_tools(&m.render(&Live::default()), &["admin"]);
+        let text = without_tools(&m.render(&Snapshot::default()), &["admin"]);
         assert!(sample(&text, r#"hangar_calls_total{tool="echo""#).is_some());
         assert!(sample(&text, r#"hangar_calls_total{tool="admin.purge""#).is_some());
         assert!(!text.contains(r#"tool="admin""#), "{text}");

@@ -2,7 +2,7 @@
 //! stages' times. Their own file so the per-thread tallies read them
 //! without naming the registry.
 
-use crate::call::Stage;
+use hangar_core::call::Stage;
 
 /// How one call ended, as the access line says it.
 #[derive(Debug, Clone, Copy)]

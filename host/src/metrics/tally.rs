@@ -26,7 +26,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use super::outcome::CallOutcome;
-use crate::call::Stage;
+use hangar_core::call::Stage;
 
 /// The first bucket's upper bound, in nanoseconds; each next one is ×4.
 const FIRST: u64 = 50_000;

@@ -1,7 +1,7 @@
 //! `get_json`: one bounded HTTP(S) GET for the authorization server's
 //! metadata and keys. These requests are the host's own (no grants, no
 //! per-call budget), so they go out as upstream requests do, under
-//! `crate::outbound`'s policy: the system roots plus `[http] extra_ca`,
+//! `hangar_core::outbound`'s policy: the system roots plus `[http] extra_ca`,
 //! proxies from the environment, redirects only within the origin, and a
 //! fixed size cap read as the body arrives.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::outbound::{self, BodyError, CappedBody};
+use hangar_core::outbound::{self, BodyError, CappedBody};
 
 /// Largest metadata or key set read.
 const MAX_BYTES: usize = 1 << 20;

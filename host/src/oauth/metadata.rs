@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::config::OAuthConfig;
+use hangar_config::OAuthConfig;
 
 /// The well-known prefix of RFC 9728.
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

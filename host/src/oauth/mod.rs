@@ -4,7 +4,7 @@
 //! checked natively ([`token`], keys from [`jwks`]), and the challenges a
 //! client discovers the authorization server from.
 //!
-//! A personal token (`hgr_…`, `crate::accounts::Tokens`) is taken at the
+//! A personal token (`hgr_…`, `hangar_core::accounts::Tokens`) is taken at the
 //! same door, as the principal it was made for.
 //!
 //! This module sits with the surfaces: [`protect`] wraps a surface's router
@@ -35,10 +35,11 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use crate::accounts::{TokenRefusal, Tokens};
-use crate::call::AccessToken;
-use crate::config::{OAuthConfig, RestAccess};
-use crate::pipeline::{Door, Principal};
+use crate::pipeline::Door;
+use hangar_config::{OAuthConfig, RestAccess};
+use hangar_core::accounts::{TokenRefusal, Tokens};
+use hangar_core::call::AccessToken;
+use hangar_core::call::Principal;
 
 /// The resource server of one config: its settings, its issuer's keys, and
 /// the metadata URL its challenges name. Built once per app; shared by the

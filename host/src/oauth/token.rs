@@ -8,8 +8,8 @@ use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 use serde_json::{Map, Value};
 
 use super::jwks::Key;
-use crate::config::OAuthConfig;
-use crate::pipeline::Principal;
+use hangar_config::OAuthConfig;
+use hangar_core::call::Principal;
 
 /// Algorithms accepted: asymmetric only (an HMAC token could be forged by
 /// anyone holding a shared secret, and resource servers hold none).
@@ -136,7 +136,7 @@ mod tests {
             resource = "https://tools.example.com/mcp"
             leeway = "0s"
         "#;
-        crate::config::Config::parse(text).unwrap().oauth.unwrap()
+        hangar_config::Config::parse(text).unwrap().oauth.unwrap()
     }
 
     fn keys() -> Vec<Key> {

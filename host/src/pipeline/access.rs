@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{CallContext, CallError, ToolResult, Transport};
+use hangar_core::call::{CallContext, CallError, Surface, ToolResult};
 
 pub(super) fn log(
     tool: &str,
@@ -12,10 +12,10 @@ pub(super) fn log(
     outcome: &Result<ToolResult, CallError>,
     took: Duration,
 ) {
-    let transport = match cx.request.as_ref().map(|r| r.transport) {
+    let transport = match cx.request.as_ref().map(|r| r.surface) {
         _ if cx.in_program => "code",
-        Some(Transport::Rest) => "rest",
-        Some(Transport::Mcp) => "mcp",
+        Some(Surface::Rest) => "rest",
+        Some(Surface::Mcp) => "mcp",
         None => "internal",
     };
     let principal = cx.principal.as_ref().map_or("-", |p| p.subject.as_str());

@@ -17,10 +17,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
 use super::setup::Pipeline;
-use super::{CallContext, CallError, Content, ErrorKind, Stage, ToolResult};
 use crate::catalog::upload_url::UploadUrl;
-use crate::config::{AdapterConfig, OutputLocator};
 use crate::files::{Area, CallFiles, Files, StoreError, Untaken, check_name};
+use hangar_config::{AdapterConfig, OutputLocator};
+use hangar_core::call::{CallContext, CallError, Content, ErrorKind, Stage, ToolResult};
 
 /// What an `artifact_producer`'s call carries to its end.
 pub(super) struct Handoff {

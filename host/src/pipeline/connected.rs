@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 
 use super::setup::Pipeline;
-use crate::call::Principal;
 use crate::catalog::{Stages, Unconnected};
+use hangar_core::call::Principal;
 
 impl Pipeline {
     /// What `principal`'s listings leave out (see the module doc).

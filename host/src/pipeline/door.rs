@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::failures::AuthFailures;
-use crate::call::{CallContext, CallError, ErrorKind, Principal, client_key};
 use crate::catalog::AuthStage;
-use crate::config::RateLimit;
+use hangar_config::RateLimit;
+use hangar_core::call::{CallContext, CallError, ErrorKind, Principal, client_key};
 
 /// How long a listing's answer from the server-wide check is kept.
 pub const LISTING_TTL: Duration = Duration::from_secs(5);
@@ -62,7 +62,7 @@ pub struct Door {
 
 impl Default for Door {
     fn default() -> Door {
-        Door::new(crate::config::ServerConfig::default().auth_failures)
+        Door::new(hangar_config::ServerConfig::default().auth_failures)
     }
 }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 
-use crate::call::{CallError, ErrorKind, Stage, client_key};
-use crate::config::RateLimit;
+use hangar_config::RateLimit;
+use hangar_core::call::{CallError, ErrorKind, Stage, client_key};
 
 type Keyed =
     RateLimiter<IpAddr, governor::state::keyed::DefaultKeyedStateStore<IpAddr>, DefaultClock>;

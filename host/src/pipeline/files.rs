@@ -10,16 +10,16 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
 use super::setup::Pipeline;
-use super::{
-    CallContext, CallError, Content, ErrorKind, ReadResult, ResourceContents, ResourceDef, Stage,
-    ToolResult,
-};
 use crate::catalog::{Backend, CatalogTool};
 use crate::files::{
     ARTIFACT_SCHEME, Area, CallFiles, Entry, Files, GUEST_ARTIFACTS, GUEST_UPLOADS, StoreError,
     UPLOAD_SCHEME,
 };
-use crate::wasm::{Preopens, WriteCap};
+use hangar_core::call::{
+    CallContext, CallError, Content, ErrorKind, ReadResult, ResourceContents, ResourceDef, Stage,
+    ToolResult,
+};
+use hangar_runtime::{Preopens, WriteCap};
 
 /// What a call's tool gets besides its arguments.
 #[derive(Default)]
@@ -151,7 +151,7 @@ impl Pipeline {
             }
         }
         if let Some(adapter) = adapter
-            && adapter.kind == crate::config::AdapterKind::ArtifactProducer
+            && adapter.kind == hangar_config::AdapterKind::ArtifactProducer
         {
             let (call, handoff) =
                 super::adapters::stage_output(files, adapter, args, area.clone())?;

@@ -7,11 +7,10 @@ use std::sync::LazyLock;
 use serde_json::{Value, json};
 
 use super::setup::Pipeline;
-use super::{
-    ArgsValidator, CallContext, CallError, Content, ErrorKind, Principal, Stage, ToolResult,
-};
+use crate::catalog::ArgsValidator;
 use crate::catalog::{Annotations, Catalog, ToolDef, Unconnected};
-use crate::config::CatalogMode;
+use hangar_config::CatalogMode;
+use hangar_core::call::{CallContext, CallError, Content, ErrorKind, Principal, Stage, ToolResult};
 
 pub const SEARCH: &str = "search_tools";
 pub const READ: &str = "read_tool";
@@ -82,7 +81,7 @@ static METAS: LazyLock<[Meta; 3]> = LazyLock::new(|| {
 /// `run` in `"code"`; `run` with the meta-tools too under `[code] enabled`.
 pub fn definitions<'a>(
     catalog: &'a Catalog,
-    toolset: Option<&crate::call::Toolset>,
+    toolset: Option<&hangar_core::call::Toolset>,
 ) -> impl Iterator<Item = &'static ToolDef> + 'a {
     let mode = catalog.mode_for(toolset);
     let metas = METAS
@@ -97,13 +96,17 @@ pub fn definitions<'a>(
 }
 
 /// Whether `catalog` offers `run` through `toolset`.
-pub fn offers_run(catalog: &Catalog, toolset: Option<&crate::call::Toolset>) -> bool {
+pub fn offers_run(catalog: &Catalog, toolset: Option<&hangar_core::call::Toolset>) -> bool {
     let mode = catalog.mode_for(toolset);
     (catalog.code()).is_some_and(|code| crate::catalog::code::offered_in(mode, code.enabled))
 }
 
 /// Whether `name` is a meta-tool `catalog` offers through `toolset`.
-pub fn is_meta(catalog: &Catalog, toolset: Option<&crate::call::Toolset>, name: &str) -> bool {
+pub fn is_meta(
+    catalog: &Catalog,
+    toolset: Option<&hangar_core::call::Toolset>,
+    name: &str,
+) -> bool {
     definitions(catalog, toolset).any(|d| d.name == name)
 }
 

@@ -18,20 +18,11 @@ mod setup;
 
 use serde_json::{Value, json};
 
-// The call vocabulary, re-exported so surfaces can name everything a call
-// needs from one place.
-pub use crate::call::pins;
-pub use crate::call::{
-    Ask, AskError, AskKind, Askable, CallContext, CallError, CallEvent, CallUsage, CancelOnDrop,
-    CancelToken, Change, CompletionRef, Completions, Content, ErrorKind, EventSink, List, LogLevel,
-    MAX_COMPLETIONS, Principal, PromptArgument, PromptDef, PromptMessage, PromptResult, Reach,
-    ReadResult, RequestInfo, ResourceChanges, ResourceContents, ResourceDef, Role, Stage,
-    TemplateDef, ToolResult, Toolset, Transport, ask_until,
-};
-pub use crate::catalog::ArgsValidator;
-pub use crate::catalog::Unconnected;
 pub use door::Door;
 pub use failures::AuthFailures;
+use hangar_core::call::{
+    CallContext, CallError, ErrorKind, Principal, RequestInfo, Stage, ToolResult, Toolset,
+};
 pub use live::Live;
 pub use setup::Pipeline;
 
@@ -119,7 +110,8 @@ impl Pipeline {
         }
         // A definition changed under the session (`pinning = "block"`).
         if let Some(pins) = &cx.pins
-            && let Some(refused) = pins::refusal(pins, self.catalog.pinning(), &*tool.current_def())
+            && let Some(refused) =
+                hangar_core::call::pins::refusal(pins, self.catalog.pinning(), &*tool.current_def())
         {
             tracing::warn!(tool = name, session = ?cx.session_id, "call refused: {}", refused.message);
             return Err(refused);
@@ -273,7 +265,7 @@ impl Pipeline {
         principal: Option<&'a Principal>,
         toolset: Option<&Toolset>,
     ) -> Vec<std::borrow::Cow<'a, crate::catalog::ToolDef>> {
-        use crate::config::CatalogMode;
+        use hangar_config::CatalogMode;
         use std::borrow::Cow;
         let mode = self.catalog.mode_for(toolset);
         let mut listed = Vec::new();
@@ -387,7 +379,7 @@ async fn execute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::AccessToken;
+    use hangar_core::call::AccessToken;
 
     #[test]
     fn a_check_naming_the_tokens_subject_keeps_the_token_and_another_does_not() {

@@ -13,10 +13,11 @@
 
 use opentelemetry::trace::{SpanId, TraceId};
 
-use super::{CallContext, CallError, ErrorKind, Stage, ToolResult, access};
-use crate::call::Tick;
+use super::access;
 use crate::metrics::{CallOutcome, Metrics, StageTimes, UNKNOWN_TOOL};
 use crate::traces::{self, Parent, SpanClock, SpanRecord, Tracer, What};
+use hangar_core::call::Tick;
+use hangar_core::call::{CallContext, CallError, ErrorKind, Stage, ToolResult};
 
 /// The running stage of one call and when it began; inert (and free) when
 /// neither metrics nor traces are on.

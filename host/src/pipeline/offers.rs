@@ -4,11 +4,12 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    CallContext, CallError, CompletionRef, Completions, ErrorKind, Pipeline, Principal, PromptDef,
-    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, Toolset, not_cancelled,
-};
+use super::{Pipeline, not_cancelled};
 use crate::catalog::{Provider, ResolvedResource, Stages};
+use hangar_core::call::{
+    CallContext, CallError, CompletionRef, Completions, ErrorKind, Principal, PromptDef,
+    PromptResult, ReadResult, ResourceDef, Stage, TemplateDef, Toolset,
+};
 
 impl Pipeline {
     /// The resources a caller with `principal` sees through `toolset`, in order.
@@ -176,7 +177,8 @@ impl Pipeline {
         .await?;
         // Its definition changed under the session (`pinning = "block"`).
         if let Some(pins) = &cx.pins
-            && let Some(refused) = super::pins::refusal(pins, self.catalog.pinning(), &prompt.def)
+            && let Some(refused) =
+                hangar_core::call::pins::refusal(pins, self.catalog.pinning(), &prompt.def)
         {
             tracing::warn!(prompt = name, session = ?cx.session_id, "prompts/get refused: {}", refused.message);
             return Err(refused);

@@ -3,9 +3,10 @@
 //! check; see `catalog::OutputCheck`), and what a result that does not
 //! conform gets under `[server] output_validation`.
 
-use super::{CallError, ErrorKind, Pipeline, Stage, ToolResult};
+use super::Pipeline;
 use crate::catalog::{Mismatch, OutputCheck};
-use crate::config::OutputValidation;
+use hangar_config::OutputValidation;
+use hangar_core::call::{CallError, ErrorKind, Stage, ToolResult};
 
 impl Pipeline {
     /// Applies `check` to the result of tool `name`. Under `strict` a

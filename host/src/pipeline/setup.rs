@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use super::door::Door;
-use crate::call::ResourceChanges;
 use crate::catalog::Catalog;
 use crate::metrics::Metrics;
+use hangar_core::call::ResourceChanges;
 
 /// Runs calls against one catalog (one generation of it: [`Live`] holds
 /// the one in service and swaps it on reload).

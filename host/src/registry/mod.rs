@@ -15,7 +15,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, RegistriesConfig};
+use hangar_config::{Config, RegistriesConfig};
 
 mod docker_config;
 mod fetch;
@@ -27,8 +27,8 @@ mod source;
 mod store;
 mod trust;
 
-pub use crate::config::TrustedKey;
 use fetch::*;
+pub use hangar_config::TrustedKey;
 use pull::*;
 pub use push::{PushOptions, check_signing_key, push, push_signature, sign};
 pub use requests::{REQUESTS_ANNOTATION, read_requests_file, requests};
@@ -121,7 +121,7 @@ async fn resolve_one(
     config: &Config,
     store: &Store,
     (name, source_text, digest): (&str, &str, Option<&str>),
-    ask: Ask,
+    contact: Contact,
     out: &mut Resolution,
 ) {
     let problem = |reason: String| Problem {
@@ -156,7 +156,7 @@ async fn resolve_one(
     };
     // Only when this very reference last resolved to the pin: a tag that
     // moved since is asked again (and refused).
-    if ask == Ask::UnlessPinnedAndCached
+    if contact == Contact::UnlessPinnedAndCached
         && let Some(pin) = &pin
         && store.refs().get(&source.reference.whole()) == Some(pin)
         && let Some(path) = from_cache(store, pin)
@@ -252,7 +252,7 @@ async fn resolve_one(
 
 /// When the registry is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
+pub enum Contact {
     /// Always (start-up, `hangar check`, `hangar pull`): the cache is the
     /// fallback, and using it is a problem.
     Always,
@@ -264,7 +264,7 @@ pub enum Ask {
 
 /// Resolves every `[plugins.X]` with a `source`, one after another (each
 /// registry is asked once per plugin).
-pub async fn resolve(config: &Config, ask: Ask) -> Resolution {
+pub async fn resolve(config: &Config, contact: Contact) -> Resolution {
     let mut out = Resolution::default();
     let sources: Vec<_> = config
         .plugins
@@ -305,7 +305,7 @@ pub async fn resolve(config: &Config, ask: Ask) -> Resolution {
             config,
             &store,
             (name, source, digest),
-            ask,
+            contact,
             &mut out,
         )
         .await;

@@ -38,7 +38,7 @@ pub(super) fn auth_for(
     };
     let env = |k: &str| std::env::var(k).ok();
     let sub = |v: &str| {
-        crate::config::substitute_env(v, &env)
+        hangar_config::substitute_env(v, &env)
             .map_err(|e| format!("[registries.auth.{registry:?}]: {e}"))
     };
     Ok(RegistryAuth::Basic(

@@ -7,7 +7,7 @@ use super::*;
 pub struct PushOptions {
     /// What the component asks to be granted: the `dev.hangar.requests`
     /// annotation (nothing is granted from it).
-    pub requests: Option<crate::config::Grants>,
+    pub requests: Option<hangar_config::Grants>,
 }
 
 impl PushOptions {

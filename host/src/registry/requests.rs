@@ -4,7 +4,7 @@
 //! granted from it; `hangar.toml`'s grants alone decide.
 
 use super::*;
-use crate::config::Grants;
+use hangar_config::Grants;
 
 /// The manifest annotation holding a component's requested grants.
 pub const REQUESTS_ANNOTATION: &str = "dev.hangar.requests";

@@ -100,7 +100,7 @@ pub fn signature_tag(digest: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TrustedKey;
+    use hangar_config::TrustedKey;
 
     #[test]
     fn a_signature_verifies_only_with_its_key_and_payload() {

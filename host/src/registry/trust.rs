@@ -9,7 +9,7 @@ use oci_client::manifest::OciDescriptor;
 
 use super::signature::*;
 use super::*;
-use crate::config::{Require, TrustConfig};
+use hangar_config::{Require, TrustConfig};
 
 /// A signature payload declared bigger than this is refused before it is
 /// downloaded; one streaming past its declared size, while it arrives.

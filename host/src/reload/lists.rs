@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::catalog::{Catalog, Scope};
-use crate::pipeline::{List, Reach, Toolset};
+use hangar_core::call::{List, Reach, Toolset};
 
 /// The lists whose entries (or who may see them) differ between two
 /// catalogs, each with the endpoints where it differs.

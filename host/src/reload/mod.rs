@@ -19,11 +19,11 @@ pub use crate::health::{Attempt, Hook, Outcome, ReloadReport, ReloadStatus, Trig
 pub use source::ConfigSource;
 
 use crate::Hangar;
-use crate::config::Config;
 use crate::health::Facts;
 use crate::loader::Loader;
 use crate::pipeline::Live;
-use crate::wasm::LoadFailure;
+use hangar_config::Config;
+use hangar_runtime::LoadFailure;
 
 /// Rebuilds and swaps the catalog. Owns the config in service (the lock
 /// also makes reloads run one at a time) and the fingerprint of what it
@@ -144,7 +144,7 @@ impl Reloader {
         fingerprint: u64,
     ) -> Result<(Vec<&'static str>, Vec<String>), String> {
         let read = self.source.read().map_err(|e| format!("{e:#}"))?;
-        let (config, needs_restart) = source::keep_fixed(&running.config, read);
+        let (config, needs_restart) = hangar_config::reloadable::keep_fixed(&running.config, read);
         let config = Arc::new(config);
         let generation = self
             .loader

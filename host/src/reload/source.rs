@@ -1,10 +1,10 @@
 //! Where the config comes from, read the same way at start-up and on every
-//! reload, and which of its settings a reload cannot apply.
+//! reload (which of its keys a reload applies: `hangar_config::reloadable`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use hangar_config::Config;
 
 /// The config file and the command line's overrides of it.
 #[derive(Debug, Clone)]
@@ -50,119 +50,5 @@ impl ConfigSource {
             files.hash(&mut h);
         }
         h.finish()
-    }
-}
-
-/// `next` with the settings that need a restart kept as they run, and the
-/// names of those that changed. A reload applies tools, plugins (their
-/// config, grants, limits), resources, prompts, connectors, credentials,
-/// auth, `[limits]`, toolsets' globs and auth, and of `[server]` only
-/// `catalog` and `rate_limit`; `[kv]`, `[http]`, `[oauth]` and which
-/// toolsets exist (with their resources) are kept.
-pub fn keep_fixed(running: &Config, mut next: Config) -> (Config, Vec<String>) {
-    let mut needs_restart = Vec::new();
-    let mut server = running.server.clone();
-    server.catalog = next.server.catalog;
-    server.rate_limit = next.server.rate_limit;
-    if format!("{server:?}") != format!("{:?}", next.server) {
-        needs_restart.push("[server] (other than catalog and rate_limit)".to_string());
-    }
-    next.server = server;
-    if format!("{:?}", running.kv) != format!("{:?}", next.kv) {
-        needs_restart.push("[kv]".to_string());
-        next.kv = running.kv.clone();
-    }
-    if format!("{:?}", running.http) != format!("{:?}", next.http) {
-        needs_restart.push("[http]".to_string());
-        next.http = running.http.clone();
-    }
-    if format!("{:?}", running.oauth) != format!("{:?}", next.oauth) {
-        // The resource server (its keys, metadata, challenges) wraps the routes.
-        needs_restart.push("[oauth]".to_string());
-        next.oauth = running.oauth.clone();
-    }
-    if keep_toolset_routes(running, &mut next) {
-        needs_restart.push("[toolsets] added, removed or given another resource".to_string());
-    }
-    if next.max_memory_bytes() > running.max_memory_bytes() {
-        // The engine's memory pool was sized for the largest cap at start-up.
-        needs_restart.push("a memory_mib above the largest at start-up".to_string());
-    }
-    (next, needs_restart)
-}
-
-/// A toolset's routes (`/mcp/NAME`, `/toolsets/NAME/…`, its OAuth door and
-/// metadata) are made at start-up: `next` keeps the running toolsets'
-/// names and resources (a new one is left out, a removed one stays as it
-/// runs), and takes the globs and auth of those that stay. True when
-/// something had to be kept.
-fn keep_toolset_routes(running: &Config, next: &mut Config) -> bool {
-    let mut kept = false;
-    let mut toolsets = running.toolsets.clone();
-    for (name, now) in toolsets.iter_mut() {
-        match next.toolsets.get(name) {
-            Some(edited) => {
-                kept |= edited.resource != now.resource;
-                let resource = now.resource.take();
-                *now = crate::config::ToolsetConfig {
-                    resource,
-                    ..edited.clone()
-                };
-            }
-            None => kept = true,
-        }
-    }
-    kept |= next
-        .toolsets
-        .keys()
-        .any(|n| !running.toolsets.contains_key(n));
-    next.toolsets = toolsets;
-    kept
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_live_settings_change_on_reload() {
-        let running = Config::parse("[server]\npage_size = 10\n").unwrap();
-        let next = Config::parse(
-            "[server]\npage_size = 20\ncatalog = \"both\"\n[[tools]]\nname = \"x\"\ndescription = \"d\"\n",
-        )
-        .unwrap();
-        let (applied, needs) = keep_fixed(&running, next);
-        assert_eq!(applied.server.page_size, 10);
-        assert_eq!(applied.server.catalog, crate::config::CatalogMode::Both);
-        assert_eq!(applied.tools.len(), 1);
-        assert_eq!(needs, ["[server] (other than catalog and rate_limit)"]);
-        let (_, needs) = keep_fixed(&running, running.clone());
-        assert!(needs.is_empty());
-    }
-
-    #[test]
-    fn toolsets_keep_their_routes_and_take_new_globs() {
-        let running =
-            Config::parse("[toolsets.a]\ntools = [\"x.*\"]\n[toolsets.b]\ntools = [\"y\"]\n")
-                .unwrap();
-        let globs_only =
-            Config::parse("[toolsets.a]\ntools = [\"z.*\"]\n[toolsets.b]\ntools = [\"y\"]\n")
-                .unwrap();
-        let (applied, needs) = keep_fixed(&running, globs_only);
-        assert!(needs.is_empty());
-        assert_eq!(applied.toolsets["a"].tools, ["z.*"]);
-
-        let added_and_removed =
-            Config::parse("[toolsets.a]\ntools = [\"z.*\"]\n[toolsets.c]\ntools = [\"w\"]\n")
-                .unwrap();
-        let (applied, needs) = keep_fixed(&running, added_and_removed);
-        assert_eq!(
-            needs,
-            ["[toolsets] added, removed or given another resource"]
-        );
-        let names: Vec<&String> = applied.toolsets.keys().collect();
-        assert_eq!(names, ["a", "b"]);
-        assert_eq!(applied.toolsets["a"].tools, ["z.*"]);
-        assert_eq!(applied.toolsets["b"].tools, ["y"]);
     }
 }

@@ -25,7 +25,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::catalog::{Annotations, Backend};
-use crate::pipeline::{CallError, ErrorKind, ToolResult, meta};
+use crate::pipeline::meta;
+use hangar_core::call::{CallError, ErrorKind, ToolResult};
 use reply::{error, retry_later};
 use request::Caller;
 pub use request::Rest;
@@ -64,7 +65,7 @@ async fn openapi_json(caller: Caller) -> Response {
 async fn explorer_page(
     State(rest): State<Arc<Rest>>,
     axum::extract::OriginalUri(uri): axum::extract::OriginalUri,
-    toolset: Option<axum::Extension<crate::pipeline::Toolset>>,
+    toolset: Option<axum::Extension<hangar_core::call::Toolset>>,
 ) -> Response {
     let pipeline = rest.pipeline.current();
     let connections = (pipeline.catalog().accounts()).is_some_and(|a| a.configured());
@@ -84,7 +85,7 @@ struct Summary<'a> {
     annotations: Option<&'a Annotations>,
     /// The tool's `_meta` (an MCP App's `ui.resourceUri`), as MCP lists it.
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<&'a crate::call::Meta>,
+    meta: Option<&'a hangar_core::call::Meta>,
     /// A plugin's tool: which plugin, and the name the plugin gives it.
     #[serde(skip_serializing_if = "Option::is_none")]
     plugin: Option<OwnName>,

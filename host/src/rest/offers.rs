@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use super::reply::{Traced, error, retry_later};
 use super::request::{Caller, Rest};
 use crate::catalog::{Provider, ResolvedResource};
-use crate::pipeline::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
+use hangar_core::call::{CallContext, CallError, ErrorKind, PromptDef, ResourceDef, TemplateDef};
 
 pub(super) fn routes() -> Router<Arc<Rest>> {
     Router::new()
@@ -247,7 +247,7 @@ fn prompt_arguments(body: &[u8]) -> Result<Map<String, Value>, OfferError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Stage;
+    use hangar_core::call::Stage;
 
     fn status(e: OfferError) -> StatusCode {
         e.into_response().status()

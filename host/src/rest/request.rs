@@ -11,7 +11,8 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
-use crate::pipeline::{CallContext, Live, Pipeline, Principal, RequestInfo, Toolset, Transport};
+use crate::pipeline::{Live, Pipeline};
+use hangar_core::call::{CallContext, Principal, RequestInfo, Surface, Toolset};
 
 /// What the REST handlers share.
 pub struct Rest {
@@ -29,7 +30,7 @@ pub struct Rest {
 }
 
 /// The principal of a request's bearer token, when `[oauth]` protects REST.
-pub(crate) type Token = Option<axum::Extension<crate::pipeline::Principal>>;
+pub(crate) type Token = Option<axum::Extension<hangar_core::call::Principal>>;
 
 /// The toolset a REST router serves (`/toolsets/NAME/…`), when it serves one.
 type ToolsetOf = Option<axum::Extension<Toolset>>;
@@ -79,7 +80,7 @@ impl Caller {
     /// A context for this REST request, as the auth stage sees it.
     pub(super) fn context(&self, method: &str, path: &str) -> CallContext {
         let info = RequestInfo::new(
-            Transport::Rest,
+            Surface::Rest,
             method,
             path,
             &self.headers,

@@ -15,7 +15,7 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::config::TrustedProxy;
+use hangar_config::TrustedProxy;
 
 pub struct Proxies(pub Vec<TrustedProxy>);
 

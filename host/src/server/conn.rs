@@ -42,7 +42,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 
-use crate::config::ServerConfig;
+use hangar_config::ServerConfig;
 
 /// Refusals (503) being written at once; past it, a refused socket is just closed.
 const MAX_REFUSING: usize = 64;

@@ -1,5 +1,5 @@
 //! `/connect`: where a user connects their own accounts at per-user
-//! providers (`crate::accounts`).
+//! providers (`hangar_core::accounts`).
 //!
 //! - `GET /connect` — the caller's providers, and whether each is connected;
 //! - `GET /connect/NAME` — starts connecting: to the provider's consent page
@@ -33,9 +33,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::tokens::{PersonalDoor, Unproved};
-use crate::accounts::{Accounts, ConnectError, Next};
 use crate::oauth::ResourceServer;
-use crate::pipeline::{Live, Principal, RequestInfo, Transport};
+use crate::pipeline::Live;
+use hangar_core::accounts::{Accounts, ConnectError, Next};
+use hangar_core::call::{Principal, RequestInfo, Surface};
 
 /// The cookie that binds a flow to the browser that started it.
 const COOKIE_NAME: &str = "hangar_connect";
@@ -123,7 +124,7 @@ async fn proved(
     {
         return Ok(p);
     }
-    let request = RequestInfo::new(Transport::Rest, "GET", "/connect", headers, Some(client));
+    let request = RequestInfo::new(Surface::Rest, "GET", "/connect", headers, Some(client));
     (st.pipeline.current())
         .request_principal(request, check == Check::Counted)
         .await

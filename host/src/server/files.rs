@@ -20,8 +20,9 @@ use serde_json::{Value, json};
 
 use super::body;
 use crate::mcp::McpState;
+use crate::pipeline::Live;
 use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment};
-use crate::pipeline::{Live, Principal, RequestInfo, Transport};
+use hangar_core::call::{Principal, RequestInfo, Surface};
 
 /// What the upload handlers share.
 pub struct FilesState {
@@ -76,7 +77,7 @@ async fn caller_area(
         Some(p) => Some(p),
         None => {
             let request =
-                RequestInfo::new(Transport::Rest, "POST", "/uploads", headers, Some(client));
+                RequestInfo::new(Surface::Rest, "POST", "/uploads", headers, Some(client));
             st.pipeline.current().request_principal(request, true).await
         }
     };

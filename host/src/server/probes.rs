@@ -28,15 +28,16 @@ use super::HttpStats;
 use crate::health::Health;
 use crate::mcp::McpState;
 use crate::oauth::ResourceServer;
-use crate::pipeline::{CallContext, Live, Principal, RequestInfo, Toolset, Transport};
+use crate::pipeline::Live;
 use crate::reload::ReloadStatus;
+use hangar_core::call::{CallContext, Principal, RequestInfo, Surface, Toolset};
 
 /// What the probes read.
 pub struct Probes {
     pub pipeline: Live,
     pub reload: Arc<ReloadStatus>,
     /// The replicas' shared Redis (`[cluster]`).
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub cluster: Option<Arc<hangar_core::cluster::Cluster>>,
     /// Guest instance slots in use, for `/metrics`.
     pub instances: crate::metrics::InstanceGauge,
     /// Whether `/metrics` is served (`[server] metrics`).
@@ -85,7 +86,7 @@ async fn readyz(State(probes): State<Arc<Probes>>) -> Response {
 
 /// `/metrics`: the Prometheus text exposition (OpenMetrics flavour).
 async fn metrics(State(probes): State<Arc<Probes>>, full: bool) -> Response {
-    let mut live = crate::metrics::Live {
+    let mut live = crate::metrics::Snapshot {
         instances: (probes.instances)(),
         ..Default::default()
     };
@@ -119,7 +120,7 @@ pub struct HealthState {
     pub health: Health,
     pub mcp: Arc<McpState>,
     pub http: Arc<HttpStats>,
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub cluster: Option<Arc<hangar_core::cluster::Cluster>>,
     /// `[oauth]`: the details need a bearer token it accepts.
     pub oauth: Option<Arc<ResourceServer>>,
 }
@@ -156,7 +157,7 @@ fn healthz_context(
     let mut cx = CallContext::new(None);
     cx.toolset = toolset;
     cx.request = Some(Arc::new(RequestInfo::new(
-        Transport::Rest,
+        Surface::Rest,
         "GET",
         "/healthz",
         headers,

@@ -1,4 +1,4 @@
-//! Personal tokens at the door (`crate::accounts::Tokens`).
+//! Personal tokens at the door (`hangar_core::accounts::Tokens`).
 //!
 //! - [`accept`]: a surface no OAuth door guards takes a personal token
 //!   (`Authorization: Bearer hgr_…`) and serves its principal, as the OAuth
@@ -20,8 +20,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use serde_json::json;
 
-use crate::accounts::{TokenRefusal, Tokens};
-use crate::pipeline::{Door, Principal};
+use crate::pipeline::Door;
+use hangar_core::accounts::{TokenRefusal, Tokens};
+use hangar_core::call::Principal;
 
 /// What [`accept`] needs: the tokens, and the door whose `auth_failures`
 /// allowance a refused token counts against.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use axum::Router;
 
-use crate::config::ToolsetConfig;
 use crate::oauth::{self, ResourceServer};
-use crate::pipeline::Toolset;
+use hangar_config::ToolsetConfig;
+use hangar_core::call::Toolset;
 
 use super::tokens::PersonalDoor;
 

@@ -20,7 +20,7 @@ use opentelemetry_sdk::Resource;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 use super::span::{CALL_METHOD, SpanRecord, What};
-use crate::call::Stage;
+use hangar_core::call::Stage;
 
 /// `Span.flags`: the W3C trace flags (sampled), and whether the parent is remote.
 const FLAG_SAMPLED: u32 = 0x01;

@@ -228,7 +228,7 @@ fn run(queue: &Queue, settings: &Settings, envelope: &Envelope) {
     let _context = runtime.enter();
     let client = match reqwest::Client::builder()
         .timeout(settings.timeout)
-        .redirect(crate::outbound::same_origin_redirects())
+        .redirect(hangar_core::outbound::same_origin_redirects())
         .build()
     {
         Ok(client) => client,

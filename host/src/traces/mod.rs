@@ -32,7 +32,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::Config;
 
-use crate::call::RequestInfo;
+use hangar_core::call::RequestInfo;
 
 use sampling::Sampling;
 pub use span::{Parent, SpanClock, SpanRecord, What};
@@ -172,8 +172,15 @@ mod tests {
                 .parse()
                 .unwrap(),
         );
-        let request =
-            |headers| RequestInfo::new(crate::call::Transport::Mcp, "POST", "/mcp", &headers, None);
+        let request = |headers| {
+            RequestInfo::new(
+                hangar_core::call::Surface::Mcp,
+                "POST",
+                "/mcp",
+                &headers,
+                None,
+            )
+        };
         let sc = incoming_parent(&request(headers)).unwrap();
         assert!(sc.is_remote());
         assert_eq!(

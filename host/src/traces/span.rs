@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, TraceId};
 
-use crate::call::{Stage, Tick};
+use hangar_core::call::{Stage, Tick};
 
 /// What a span stands for.
 #[derive(Debug, Clone, Copy)]

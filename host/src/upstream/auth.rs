@@ -3,7 +3,7 @@
 //!
 //! - none: the configured `headers` alone, Hangar's own credentials;
 //! - `{ kind = "token-exchange", … }`: the caller's OAuth access token
-//!   exchanged (RFC 8693, `crate::accounts::Exchanger`) for one scoped to
+//!   exchanged (RFC 8693, `hangar_core::accounts::Exchanger`) for one scoped to
 //!   the upstream;
 //! - `{ credential = "X" }`: the caller's value of the per-user provider X,
 //!   resolved by its sources as a guest's `credentials.get("X")` is.
@@ -14,8 +14,8 @@
 
 use std::sync::Arc;
 
-use crate::accounts::{Accounts, Exchanger};
-use crate::call::CallContext;
+use hangar_core::accounts::{Accounts, Exchanger};
+use hangar_core::call::CallContext;
 
 pub(super) enum UpstreamAuth {
     Own,

@@ -17,9 +17,9 @@ use super::sse::SseParser;
 use super::stdio::StdioProcess;
 pub use super::wire::{Handshake, Reply, WireError};
 use super::wire::{PROTOCOL_VERSION, SUPPORTED_VERSIONS, initialize_message, supported_version};
-use crate::call::AccessToken;
-use crate::config::{ResolvedUpstream, Transport};
-use crate::outbound::{self, BodyError, CappedBody};
+use hangar_config::{Endpoint, ResolvedUpstream};
+use hangar_core::call::AccessToken;
+use hangar_core::outbound::{self, BodyError, CappedBody};
 
 /// Where and how to reach one upstream.
 #[derive(Clone)]
@@ -50,7 +50,7 @@ pub type OnNotification<'a> = &'a mut (dyn FnMut(&Value) + Send);
 
 impl Client {
     /// A client kept for the upstream's life. Over HTTP its connections
-    /// are reused, under the host's outbound policy (`crate::outbound`):
+    /// are reused, under the host's outbound policy (`hangar_core::outbound`):
     /// `https://` URLs verified with `tls` (the system roots plus `[http]
     /// extra_ca`), proxies from the environment, redirects only within the
     /// origin, and no answer longer than `max_response_bytes` read. Over
@@ -61,20 +61,20 @@ impl Client {
         tls: rustls::ClientConfig,
         heard: Arc<super::heard::Heard>,
     ) -> Client {
-        let wire = match &config.transport {
-            Transport::Http { url, headers } => Wire::Http {
+        let wire = match &config.endpoint {
+            Endpoint::Http { url, headers } => Wire::Http {
                 http: outbound::client(tls, config.timeout),
                 url: url.to_string(),
                 headers: headers.clone(),
             },
-            Transport::Stdio(command) => {
+            Endpoint::Stdio(command) => {
                 let process = StdioProcess::new(
                     &config.name,
                     command.clone(),
                     config.max_response_bytes,
                     heard,
                 );
-                if command.start == crate::config::Start::Load {
+                if command.start == hangar_config::Start::Load {
                     process.start();
                 }
                 Wire::Stdio(Arc::new(process))
@@ -365,7 +365,7 @@ impl Client {
             return Err(WireError::Status(status.as_u16()));
         }
         if status.is_redirection() {
-            // Only 307/308 within the origin are followed (`crate::outbound`):
+            // Only 307/308 within the origin are followed (`hangar_core::outbound`):
             // the configured headers must not go where the operator did not say.
             return Err(WireError::Protocol(format!(
                 "HTTP {status}: a redirect elsewhere, not followed"

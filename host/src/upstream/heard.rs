@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::call::ResourceChanges;
+use hangar_core::call::ResourceChanges;
 
 /// The least time between two announcements of one URI's update.
 const MIN_INTERVAL: Duration = Duration::from_millis(250);
@@ -125,7 +125,9 @@ mod tests {
         assert_eq!(heard.watch("test://a"), Ok(false));
         heard.note(&update("test://a"));
         heard.note(&update("test://a"));
-        assert!(matches!(rx.try_recv(), Ok(crate::call::Change::Updated(u)) if u == "test://a"));
+        assert!(
+            matches!(rx.try_recv(), Ok(hangar_core::call::Change::Updated(u)) if u == "test://a")
+        );
         assert!(
             rx.try_recv().is_err(),
             "the second within the interval is dropped"

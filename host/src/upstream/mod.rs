@@ -36,9 +36,9 @@ pub use offers::UpstreamOffers;
 use slot::{CATALOG_KEY, Slot, capabilities, session_key};
 use tools::tool_def;
 
-use crate::call::ToolDef;
-use crate::call::{AccessToken, CallContext, CallError, ErrorKind, Stage, ToolResult};
-use crate::config::{ResolvedAuth, ResolvedUpstream};
+use hangar_config::{ResolvedAuth, ResolvedUpstream};
+use hangar_core::call::ToolDef;
+use hangar_core::call::{AccessToken, CallContext, CallError, ErrorKind, Stage, ToolResult};
 
 /// One upstream MCP server.
 pub struct Upstream {
@@ -86,8 +86,8 @@ impl Upstream {
         config: ResolvedUpstream,
         changes: Arc<ToolChanges>,
         tls: rustls::ClientConfig,
-        accounts: &Arc<crate::accounts::Accounts>,
-        updates: crate::call::ResourceChanges,
+        accounts: &Arc<hangar_core::accounts::Accounts>,
+        updates: hangar_core::call::ResourceChanges,
     ) -> Arc<Upstream> {
         let auth = match &config.auth {
             None => UpstreamAuth::Own,
@@ -102,8 +102,8 @@ impl Upstream {
                 audience,
                 resource,
                 scopes,
-            }) => UpstreamAuth::Exchange(Box::new(crate::accounts::Exchanger::new(
-                crate::accounts::ExchangeSettings {
+            }) => UpstreamAuth::Exchange(Box::new(hangar_core::accounts::Exchanger::new(
+                hangar_core::accounts::ExchangeSettings {
                     token_url: token_url.clone(),
                     client_id: client_id.clone(),
                     client_secret: client_secret.clone(),
@@ -197,7 +197,7 @@ impl Upstream {
     }
 
     /// The adapter of its tool `remote` (as the upstream names it).
-    pub fn adapter(&self, remote: &str) -> Option<&crate::config::AdapterConfig> {
+    pub fn adapter(&self, remote: &str) -> Option<&hangar_config::AdapterConfig> {
         self.config.adapters.get(remote)
     }
 
@@ -220,7 +220,7 @@ impl Upstream {
         let tools = self.tools();
         tools.iter().any(|(remote, _)| {
             self.adapter(remote)
-                .is_some_and(|a| a.kind == crate::config::AdapterKind::UploadConsumer)
+                .is_some_and(|a| a.kind == hangar_config::AdapterKind::UploadConsumer)
         })
     }
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::call::{PromptArgument, PromptDef, ResourceDef, TemplateDef};
+use hangar_core::call::{PromptArgument, PromptDef, ResourceDef, TemplateDef};
 
 /// What an upstream offers besides tools, as it listed it last.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -7,7 +7,9 @@ use serde_json::{Map, Value, json};
 
 use super::Upstream;
 use super::client::Reply;
-use crate::call::{CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptResult};
+use hangar_core::call::{
+    CallContext, CallError, CompletionRef, Completions, ErrorKind, PromptResult,
+};
 
 impl Upstream {
     /// Its name for the prompt listed through Hangar as `name`.

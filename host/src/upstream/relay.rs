@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::Upstream;
 use super::client::{Client, Handshake};
-use crate::call::{AskError, AskKind, EventSink, LogLevel};
+use hangar_core::call::{EventSink, LogLevel, QuestionError, QuestionKind};
 
 impl Upstream {
     /// Relays one notification the upstream sent during a call, and answers
@@ -17,9 +17,9 @@ impl Upstream {
     pub(super) fn relay(&self, note: &Value, sink: &EventSink, client: &Client, hs: &Handshake) {
         if let Some(id) = note.get("id").filter(|id| !id.is_null()) {
             let kind = match note.get("method").and_then(Value::as_str) {
-                Some("elicitation/create") => Some(AskKind::Elicit),
-                Some("sampling/createMessage") => Some(AskKind::Sample),
-                Some("roots/list") => Some(AskKind::Roots),
+                Some("elicitation/create") => Some(QuestionKind::Elicit),
+                Some("sampling/createMessage") => Some(QuestionKind::Sample),
+                Some("roots/list") => Some(QuestionKind::Roots),
                 _ => None,
             };
             let ping = note.get("method").and_then(Value::as_str) == Some("ping");
@@ -33,9 +33,13 @@ impl Upstream {
                         .ask(kind, None, params, until)
                         .await
                         .map_err(|e| match e {
-                            AskError::Unsupported(m) => json!({ "code": -32601, "message": m }),
-                            AskError::Failed(m) => json!({ "code": -32603, "message": m }),
-                            AskError::Timeout => json!({ "code": -32001, "message": "timed out" }),
+                            QuestionError::Unsupported(m) => {
+                                json!({ "code": -32601, "message": m })
+                            }
+                            QuestionError::Failed(m) => json!({ "code": -32603, "message": m }),
+                            QuestionError::Timeout => {
+                                json!({ "code": -32001, "message": "timed out" })
+                            }
                         }),
                     None if ping => Ok(json!({})),
                     None => Err(json!({ "code": -32601, "message": "Method not found" })),

@@ -11,14 +11,14 @@ use super::Upstream;
 use super::client::{Reply, WireError};
 use super::offers::{UpstreamOffers, prompt_def, resource_def, template_def};
 use super::slot::{CATALOG_KEY, capabilities};
-use crate::call::{CallContext, CallError, ErrorKind, ReadResult, ResourceContents, Stage};
+use hangar_core::call::{CallContext, CallError, ErrorKind, ReadResult, ResourceContents, Stage};
 
 /// A `resources/read` answer as MCP shapes it; anything else is refused.
 #[derive(Deserialize)]
 struct ReadAnswer {
     contents: Vec<ResourceContents>,
     #[serde(rename = "_meta", default)]
-    meta: Option<crate::call::Meta>,
+    meta: Option<hangar_core::call::Meta>,
 }
 
 impl Upstream {

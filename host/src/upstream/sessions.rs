@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::Upstream;
 use super::client::{Client, Handshake, WireError};
 use super::slot::{CATALOG_KEY, Slot, client_session_key};
-use crate::call::{AccessToken, CallError, ErrorKind};
+use hangar_core::call::{AccessToken, CallError, ErrorKind};
 
 /// Upstream sessions kept at once per upstream; past it the least recently
 /// used is closed.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::client::Handshake;
-use crate::call::{Askable, CallContext};
+use hangar_core::call::{Askable, CallContext};
 
 /// The session key of the catalog's own listings.
 pub(super) const CATALOG_KEY: &str = "hangar:catalog";
@@ -70,7 +70,7 @@ mod tests {
     fn sessions_are_per_client_session_then_principal() {
         let mut cx = CallContext::new(None);
         assert_eq!(session_key(&cx), "anonymous");
-        cx.principal = Some(crate::call::Principal::new("ana", json!({})));
+        cx.principal = Some(hangar_core::call::Principal::new("ana", json!({})));
         assert_eq!(session_key(&cx), "principal:ana");
         cx.session_id = Some("s1".into());
         assert_eq!(session_key(&cx), "session:s1");

@@ -29,7 +29,7 @@ use super::lines::{STDERR_LINE_BYTES, log_stderr, read_line};
 use super::wire::{
     Handshake, SUPPORTED_VERSIONS, WireError, initialize_message, supported_version,
 };
-use crate::config::{PASSED_ENV, StdioCommand};
+use hangar_config::{PASSED_ENV, StdioCommand};
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);

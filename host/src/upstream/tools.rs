@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::call::{Annotations, ToolDef};
-use crate::config::{AdapterConfig, AdapterKind};
+use hangar_config::{AdapterConfig, AdapterKind};
+use hangar_core::call::{Annotations, ToolDef};
 
 /// A catalog definition of an upstream tool, its name prefixed, its
 /// schema telling what its `adapter` changes.

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::Upstream;
 use super::slot::CATALOG_KEY;
-use crate::call::CallError;
+use hangar_core::call::CallError;
 
 /// How long the standalone stream waits before it is opened again.
 const RECONNECT: Duration = Duration::from_secs(2);
@@ -26,7 +26,7 @@ impl Upstream {
     /// client session subscribes to); the first time only.
     pub async fn watch(self: &Arc<Self>, uri: &str) -> Result<(), CallError> {
         let new = (self.heard.watch(uri))
-            .map_err(|why| self.error(crate::call::ErrorKind::Limit, &why))?;
+            .map_err(|why| self.error(hangar_core::call::ErrorKind::Limit, &why))?;
         if !new {
             return Ok(());
         }

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::outbound;
+use hangar_core::outbound;
 
 /// The protocol version asked for first; the server's answer is used after.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -73,7 +73,7 @@ pub enum Reply {
 pub struct Handshake {
     pub session_id: Option<String>,
     pub protocol_version: String,
-    pub bearer: Option<crate::call::AccessToken>,
+    pub bearer: Option<hangar_core::call::AccessToken>,
 }
 
 /// The `initialize` request asking for protocol `version`, declaring `capabilities`.

@@ -16,11 +16,13 @@ pub(crate) async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Resu
     let hangar = Hangar::load(config).await?;
     for entry in &hangar.report.loaded {
         let origin = match entry.origin {
-            hangar::wasm::Origin::Cache => "from cache",
-            hangar::wasm::Origin::Compiled => "compiled",
+            hangar_runtime::Origin::Cache => "from cache",
+            hangar_runtime::Origin::Compiled => "compiled",
         };
         let kind = match entry.world {
-            hangar::wasm::World::Plain => "plain component: its exports are its tools".to_string(),
+            hangar_runtime::World::Plain => {
+                "plain component: its exports are its tools".to_string()
+            }
             world => format!("{} world", world.as_str()),
         };
         println!("  ok    {} ({kind}, {origin})", entry.path.display());
@@ -32,7 +34,7 @@ pub(crate) async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Resu
             let granted = hangar.config.plugins.get(&entry.name).map(|p| &p.grants);
             match hangar::registry::requests(&hangar.config, &source.digest) {
                 Ok(Some(asked)) => {
-                    for line in hangar::asks::lines(&asked, granted) {
+                    for line in hangar::requests::lines(&asked, granted) {
                         println!("        {line}");
                     }
                 }
@@ -44,7 +46,7 @@ pub(crate) async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Resu
             }
             println!("        signature {}", source.signature.describe());
         } else if !hangar.config.trust.loaded.is_empty()
-            || hangar.config.trust.require != hangar::config::Require::None
+            || hangar.config.trust.require != hangar_config::Require::None
         {
             println!("        signature local file (unverified)");
         }

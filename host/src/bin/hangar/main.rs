@@ -9,9 +9,9 @@ use std::sync::Arc;
 mod check;
 
 use clap::{Parser, Subcommand};
-use hangar::config::Config;
 use hangar::reload::{ConfigSource, Reloader, watch};
 use hangar::{Hangar, server};
+use hangar_config::Config;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
@@ -220,7 +220,7 @@ enum Command {
         )]
         config: PathBuf,
         #[command(subcommand)]
-        action: hangar::accounts::TokenCommand,
+        action: hangar_core::accounts::TokenCommand,
     },
     /// Pushes a component as a Wasm OCI artifact; prints the manifest digest.
     Push {
@@ -299,7 +299,7 @@ fn main() -> ExitCode {
         // its heap.
         .on_thread_park(|| {
             hangar::traces::on_park();
-            hangar::wasm::on_park();
+            hangar_runtime::on_park();
             collect_on_park();
         })
         .build()
@@ -334,7 +334,7 @@ fn main() -> ExitCode {
                 let mut options = hangar::registry::PushOptions::default();
                 if let Some(path) = requests {
                     let asked = hangar::registry::read_requests_file(&path)?;
-                    hangar::asks::validate(&asked)
+                    hangar::requests::validate(&asked)
                         .map_err(|e| anyhow::anyhow!("--requests {}: {e}", path.display()))?;
                     options.requests = Some(asked);
                 }
@@ -429,7 +429,7 @@ async fn serve(
         token: std::env::var("HANGAR_TOKEN").ok().filter(|t| !t.is_empty()),
         principal: config.server.stdio_principal.clone(),
         max_line_bytes: config.server.max_body_bytes,
-        toolset: (config.server.default_toolset.as_deref()).map(hangar::pipeline::Toolset::new),
+        toolset: (config.server.default_toolset.as_deref()).map(hangar_core::call::Toolset::new),
     });
     let started = std::time::Instant::now();
     // Heard from here on: a stop during start-up ends the process there
@@ -473,7 +473,7 @@ async fn serve(
 
 async fn pull(path: &Path) -> anyhow::Result<ExitCode> {
     let (config, _) = load_config(path, None)?;
-    let resolution = hangar::registry::resolve(&config, hangar::registry::Ask::Always).await;
+    let resolution = hangar::registry::resolve(&config, hangar::registry::Contact::Always).await;
     for r in &resolution.resolved {
         println!(
             "  ok    {} {} {} (from {}){}",

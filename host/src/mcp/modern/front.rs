@@ -14,10 +14,10 @@ use super::result::complete;
 use super::rounds::Rounds;
 use super::state::{StateKey, caller, digest};
 use super::tasks::Tasks;
-use crate::kv::KvStore;
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::request::{self, Front, Request};
-use crate::pipeline::{Ask, LogLevel};
+use hangar_core::call::{LogLevel, Question};
+use hangar_core::kv::KvStore;
 
 /// What the 2026-07-28 front keeps across requests.
 pub struct Modern {
@@ -109,7 +109,7 @@ impl Front for ModernRequest<'_> {
     }
 
     fn runs_apps(&self) -> bool {
-        crate::call::apps::client_runs_apps(Some(&self.meta.capabilities))
+        hangar_core::call::apps::client_runs_apps(Some(&self.meta.capabilities))
     }
 
     fn rounds(
@@ -134,7 +134,7 @@ struct SealedRounds {
 }
 
 impl request::Rounds for SealedRounds {
-    fn ask(&mut self, ask: Ask) -> bool {
+    fn ask(&mut self, ask: Question) -> bool {
         self.rounds.ask(ask)
     }
 

@@ -20,10 +20,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::result::complete;
-use crate::mcp::caps::Held;
 use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::limits::Held;
 use crate::mcp::reply::sse_frame;
-use crate::pipeline::{Change, List, ResourceChanges, Toolset};
+use hangar_core::call::{Change, List, ResourceChanges, Toolset};
 
 /// A comment line this often keeps proxies from closing a quiet stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -247,7 +247,7 @@ pub fn open(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Reach;
+    use hangar_core::call::Reach;
 
     #[test]
     fn a_list_change_reaches_only_the_endpoints_where_it_changed() {

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::pipeline::LogLevel;
+use hangar_core::call::LogLevel;
 
 /// What a modern request says about itself. There is no session to keep
 /// this in: every request carries it again.

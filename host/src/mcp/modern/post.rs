@@ -21,7 +21,7 @@ use crate::mcp::listing::tools_list;
 use crate::mcp::reply::json_response;
 use crate::mcp::request::Request;
 use crate::mcp::state::McpState;
-use crate::mcp::{calls, caps, offers};
+use crate::mcp::{calls, limits, offers};
 
 /// A modern POST: admitted (`_meta`, headers, version) and dispatched with
 /// no session. Each request stands alone; answers are modern results.
@@ -29,8 +29,8 @@ pub(in crate::mcp) async fn post(
     st: &McpState,
     modern: &Modern,
     client: SocketAddr,
-    token: Option<crate::pipeline::Principal>,
-    toolset: Option<crate::pipeline::Toolset>,
+    token: Option<hangar_core::call::Principal>,
+    toolset: Option<hangar_core::call::Toolset>,
     headers: &HeaderMap,
     message: Incoming,
 ) -> Response {
@@ -90,16 +90,16 @@ pub(in crate::mcp) async fn post(
             Ok(filter) if filter.wants_tasks() && !meta.declares_extension(EXTENSION) => {
                 missing_extension(&request, "task notifications need it")
             }
-            Ok(filter) if filter.watched() > st.caps.max_subscriptions => {
+            Ok(filter) if filter.watched() > st.limits.max_subscriptions => {
                 request.fail(&RpcError::invalid_params(format!(
                     "too many resourceSubscriptions or taskIds: at most {} each",
-                    st.caps.max_subscriptions
+                    st.limits.max_subscriptions
                 )))
             }
             Ok(filter) => {
                 // One of the client's and principal's `max_streams_per_client`.
                 let subject = request.token.as_ref().map(|t| t.subject.as_str());
-                let slot = match st.caps.streams.take(caps::keys(client, subject)) {
+                let slot = match st.limits.streams.take(limits::keys(client, subject)) {
                     Ok(slot) => slot,
                     Err(refusal) => {
                         tracing::info!(%client, "subscriptions/listen refused: {}", refusal.message);

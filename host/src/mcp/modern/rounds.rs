@@ -30,7 +30,7 @@ use super::meta::RequestMeta;
 use super::result::server_info;
 use super::state::{Answered, RoundState, StateKey, digest};
 use crate::mcp::jsonrpc::RpcError;
-use crate::pipeline::{Ask, AskError, AskKind};
+use hangar_core::call::{Question, QuestionError, QuestionKind};
 
 /// Questions one run may leave unanswered before it is stopped: a guest
 /// that keeps asking after its questions fail is not waiting for answers.
@@ -102,19 +102,19 @@ impl Rounds {
 
     /// Answers a question of the running guest, or keeps it for the client.
     /// False when the run has left too many questions unanswered and must stop.
-    pub fn ask(&mut self, ask: Ask) -> bool {
+    pub fn ask(&mut self, ask: Question) -> bool {
         self.count += 1;
         let cap = ask.kind.capability();
         let declared = match ask.kind {
-            AskKind::Elicit => self.elicitation,
+            QuestionKind::Elicit => self.elicitation,
             // Not asked through rounds (the call's Askable says so).
-            AskKind::ElicitUrl => false,
-            AskKind::Sample => self.sampling,
-            AskKind::Roots => self.roots,
+            QuestionKind::ElicitUrl => false,
+            QuestionKind::Sample => self.sampling,
+            QuestionKind::Roots => self.roots,
         };
         if !declared {
             self.missing.insert(cap);
-            let _ = ask.answer.send(Err(AskError::Unsupported(format!(
+            let _ = ask.answer.send(Err(QuestionError::Unsupported(format!(
                 "the client did not declare the {cap} capability"
             ))));
             return true;
@@ -128,7 +128,7 @@ impl Rounds {
         // question would get the first one's answer.
         match self.asked_now.get(&key) {
             Some(asked) if *asked != question => {
-                let _ = ask.answer.send(Err(AskError::Failed(format!(
+                let _ = ask.answer.send(Err(QuestionError::Failed(format!(
                     "question key {key:?} was used for another question in this call"
                 ))));
                 return true;
@@ -162,7 +162,7 @@ impl Rounds {
             json!({ "method": ask.kind.method(), "params": ask.params }),
         );
         self.pending_digests.insert(key, question);
-        let _ = ask.answer.send(Err(AskError::Failed(
+        let _ = ask.answer.send(Err(QuestionError::Failed(
             "input required: the client answers this question when it retries the request (protocol 2026-07-28)".into(),
         )));
         self.pending.len() < MAX_PENDING
@@ -222,9 +222,9 @@ mod tests {
         .unwrap()
     }
 
-    fn ask(rounds: &mut Rounds, kind: AskKind, text: &str) -> Result<Value, AskError> {
+    fn ask(rounds: &mut Rounds, kind: QuestionKind, text: &str) -> Result<Value, QuestionError> {
         let (tx, mut rx) = oneshot::channel();
-        rounds.ask(Ask {
+        rounds.ask(Question {
             kind,
             key: None,
             params: json!({ "message": text }),
@@ -239,7 +239,7 @@ mod tests {
         let caps = meta(json!({ "elicitation": {} }));
         // Round 1: the first question has no answer.
         let mut r1 = Rounds::begin(&key, &caps, &Map::new(), "b".into()).unwrap();
-        assert!(ask(&mut r1, AskKind::Elicit, "name?").is_err());
+        assert!(ask(&mut r1, QuestionKind::Elicit, "name?").is_err());
         let result = r1.input_required(&key).unwrap();
         assert_eq!(
             result["inputRequests"]["elicitation-1"]["method"],
@@ -252,10 +252,10 @@ mod tests {
         });
         let mut r2 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
         assert_eq!(
-            ask(&mut r2, AskKind::Elicit, "name?").unwrap()["action"],
+            ask(&mut r2, QuestionKind::Elicit, "name?").unwrap()["action"],
             "accept"
         );
-        assert!(ask(&mut r2, AskKind::Elicit, "color?").is_err());
+        assert!(ask(&mut r2, QuestionKind::Elicit, "color?").is_err());
         let result = r2.input_required(&key).unwrap();
         assert!(result["inputRequests"].get("elicitation-2").is_some());
         // Round 3: both answers, the first from the state.
@@ -264,18 +264,18 @@ mod tests {
             "requestState": result["requestState"],
         });
         let mut r3 = Rounds::begin(&key, &caps, params.as_object().unwrap(), "b".into()).unwrap();
-        assert!(ask(&mut r3, AskKind::Elicit, "name?").is_ok());
+        assert!(ask(&mut r3, QuestionKind::Elicit, "name?").is_ok());
         assert_eq!(
-            ask(&mut r3, AskKind::Elicit, "color?").unwrap()["action"],
+            ask(&mut r3, QuestionKind::Elicit, "color?").unwrap()["action"],
             "decline"
         );
         assert!(r3.input_required(&key).is_none());
     }
 
-    fn ask_as(rounds: &mut Rounds, key: &str, text: &str) -> Result<Value, AskError> {
+    fn ask_as(rounds: &mut Rounds, key: &str, text: &str) -> Result<Value, QuestionError> {
         let (tx, mut rx) = oneshot::channel();
-        rounds.ask(Ask {
-            kind: AskKind::Elicit,
+        rounds.ask(Question {
+            kind: QuestionKind::Elicit,
             key: Some(key.into()),
             params: json!({ "message": text }),
             answer: tx,
@@ -291,9 +291,9 @@ mod tests {
         assert!(ask_as(&mut r1, "user_name", "name?").is_err());
         // The same key for another question in one run is refused.
         assert!(
-            matches!(ask_as(&mut r1, "user_name", "age?"), Err(AskError::Failed(m)) if m.contains("another question"))
+            matches!(ask_as(&mut r1, "user_name", "age?"), Err(QuestionError::Failed(m)) if m.contains("another question"))
         );
-        assert!(ask(&mut r1, AskKind::Roots, "").is_err());
+        assert!(ask(&mut r1, QuestionKind::Roots, "").is_err());
         let result = r1.input_required(&key).unwrap();
         let requests = result["inputRequests"].as_object().unwrap();
         assert_eq!(
@@ -326,7 +326,7 @@ mod tests {
         let key = StateKey::new(Some("k"));
         let caps = meta(json!({ "elicitation": {} }));
         let mut r1 = Rounds::begin(&key, &caps, &Map::new(), "b".into()).unwrap();
-        let _ = ask(&mut r1, AskKind::Elicit, "name?");
+        let _ = ask(&mut r1, QuestionKind::Elicit, "name?");
         let state = r1.input_required(&key).unwrap()["requestState"].clone();
         let params = json!({ "requestState": state });
         assert!(Rounds::begin(&key, &caps, params.as_object().unwrap(), "other".into()).is_err());
@@ -341,8 +341,8 @@ mod tests {
         let key = StateKey::new(Some("k"));
         let mut r = Rounds::begin(&key, &meta(json!({})), &Map::new(), "b".into()).unwrap();
         assert!(matches!(
-            ask(&mut r, AskKind::Sample, "hi"),
-            Err(AskError::Unsupported(_))
+            ask(&mut r, QuestionKind::Sample, "hi"),
+            Err(QuestionError::Unsupported(_))
         ));
         assert!(r.input_required(&key).is_none());
         let e = r.missing_capability().unwrap();

@@ -18,7 +18,7 @@ use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::reply::{json_response, reply};
 use crate::mcp::request::Request;
 use crate::mcp::state::McpState;
-use crate::pipeline::{Askable, EventSink};
+use hangar_core::call::{Askable, EventSink};
 
 /// Whose quota a new task of the tool `name` counts against: the caller's
 /// principal, or its client address when anonymous; as a tag.
@@ -32,7 +32,10 @@ async fn quota_tag(st: &McpState, req: &Request<'_>, name: &str) -> String {
     };
     let who = match principal {
         Some(p) => json!(format!("sub:{}", p.subject)),
-        None => json!(format!("ip:{}", crate::call::client_key(req.client.ip()))),
+        None => json!(format!(
+            "ip:{}",
+            hangar_core::call::client_key(req.client.ip())
+        )),
     };
     let mut tag = digest(&[&json!("task-quota"), &who]);
     tag.truncate(TAG_LEN);
@@ -82,8 +85,8 @@ pub(super) async fn tools_call(
     }
     if !meta.declares_extension(EXTENSION) {
         return match support {
-            crate::config::TaskSupport::Optional => None,
-            crate::config::TaskSupport::Required => Some(missing_extension(
+            hangar_config::TaskSupport::Optional => None,
+            hangar_config::TaskSupport::Required => Some(missing_extension(
                 req,
                 &format!("the tool {name} runs only as a task"),
             )),

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::tasks::{Status, Tasks};
 use crate::mcp::jsonrpc::RpcError;
-use crate::pipeline::{CallEvent, ResourceChanges};
+use hangar_core::call::{CallEvent, ResourceChanges};
 
 /// Reads the questions of task `id`'s call until the call ends, parking
 /// the task on each.
@@ -26,7 +26,9 @@ pub(super) async fn park_questions(
     changes: ResourceChanges,
 ) {
     while let Some(event) = events.recv().await {
-        let CallEvent::Ask(ask) = event else { continue };
+        let CallEvent::Question(ask) = event else {
+            continue;
+        };
         let requests = tasks.waiting.keep(&id, ask);
         show(&tasks, &id, requests, &changes).await;
     }

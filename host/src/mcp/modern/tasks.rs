@@ -35,10 +35,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::result::complete;
-use crate::config::ErrorStyle;
-use crate::kv::KvStore;
 use crate::mcp::jsonrpc::{self, RpcError};
-use crate::pipeline::{CallError, CancelToken, ErrorKind, ResourceChanges, Stage, ToolResult};
+use hangar_config::ErrorStyle;
+use hangar_core::call::{CallError, CancelToken, ErrorKind, ResourceChanges, Stage, ToolResult};
+use hangar_core::kv::KvStore;
 
 /// The extension's name, in capabilities.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -149,7 +149,7 @@ impl Tasks {
             running: Mutex::new(HashMap::new()),
             writing: tokio::sync::Mutex::new(()),
             waiting: Default::default(),
-            max_per_owner: crate::config::ServerConfig::default().max_tasks_per_owner,
+            max_per_owner: hangar_config::ServerConfig::default().max_tasks_per_owner,
         }
     }
 
@@ -208,7 +208,7 @@ impl Tasks {
         let (id, ttl, max) = (&record.task_id, Some(record.ttl_ms), self.max_per_owner);
         match store.host_set_capped(&ns, id, bytes, ttl, max).await {
             Ok(()) => Ok(()),
-            Err(crate::kv::KvError::Quota(_)) => Err(RpcError {
+            Err(hangar_core::kv::KvError::Quota(_)) => Err(RpcError {
                 code: jsonrpc::SERVER_ERROR,
                 message: format!(
                     "Too many tasks: at most {max} kept per caller (a task is kept for {} minutes after it was created)",

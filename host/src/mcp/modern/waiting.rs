@@ -9,9 +9,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
 use crate::mcp::jsonrpc::RpcError;
-use crate::pipeline::{Ask, AskError};
+use hangar_core::call::{Question, QuestionError};
 
-type Answer = oneshot::Sender<Result<Value, AskError>>;
+type Answer = oneshot::Sender<Result<Value, QuestionError>>;
 
 /// One task's waiting questions: key → (`{method, params}`, where the answer goes).
 #[derive(Default)]
@@ -40,7 +40,7 @@ impl Waiting {
     }
 
     /// Keeps `ask`; the `inputRequests` to show now.
-    pub(super) fn keep(&self, task: &str, ask: Ask) -> Value {
+    pub(super) fn keep(&self, task: &str, ask: Question) -> Value {
         let mut all = self.0.lock().unwrap();
         let q = all.entry(task.to_string()).or_default();
         q.asked += 1;
@@ -48,7 +48,7 @@ impl Waiting {
             (ask.key.clone()).unwrap_or_else(|| format!("{}-{}", ask.kind.capability(), q.asked));
         let request = json!({ "method": ask.kind.method(), "params": ask.params });
         if let Some((_, earlier)) = q.waiting.insert(key.clone(), (request, ask.answer)) {
-            let _ = earlier.send(Err(AskError::Failed(format!(
+            let _ = earlier.send(Err(QuestionError::Failed(format!(
                 "question key {key:?} was asked again before it was answered"
             ))));
         }

@@ -29,7 +29,7 @@ impl ClientAsks {
                 .is_some_and(|v| v.is_object()),
             sampling: has("sampling"),
             roots: has("roots"),
-            apps: crate::call::apps::client_runs_apps(caps),
+            apps: hangar_core::call::apps::client_runs_apps(caps),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! idleness (`session_timeout`), or evicted when `max_sessions` are live.
 //!
 //! With `[cluster]` the session is also kept in the replicas' shared Redis
-//! (`crate::cluster::sessions`), which is then the authority: each request
+//! (`hangar_core::cluster::sessions`), which is then the authority: each request
 //! reads it there (one round trip that also pushes its TTL back), so a
 //! session opened on one replica is found on any other, and one deleted or
 //! expired anywhere is gone everywhere. The in-process map then holds each
@@ -25,9 +25,9 @@ mod shared;
 
 pub use declared::ClientAsks;
 
-use super::caps::Held;
-use crate::cluster::Cluster;
-use crate::pipeline::{Askable, CancelToken, LogLevel};
+use super::limits::Held;
+use hangar_core::call::{Askable, CancelToken, LogLevel};
+use hangar_core::cluster::Cluster;
 
 /// The longest pause between two sweeps for idle sessions.
 const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -55,7 +55,7 @@ pub struct Session {
     /// Wakes a replaced stream so it ends.
     stream_replaced: tokio::sync::Notify,
     /// Tool definitions pinned by the session's first listing (its calls carry them).
-    pub pins: Arc<crate::pipeline::pins::Pins>,
+    pub pins: Arc<hangar_core::call::pins::Pins>,
     /// The session counted against its client's and principal's caps
     /// (`max_sessions_per_client`), released when the session is dropped.
     /// `None` for a copy of a session another replica opened (it counts there).
@@ -455,10 +455,10 @@ mod tests {
     use super::*;
 
     fn open(session: &Arc<Session>) -> StreamClaim {
-        let caps = crate::mcp::caps::Caps::default();
+        let caps = crate::mcp::limits::ClientLimits::default();
         let addr = "127.0.0.1:1".parse().unwrap();
         session
-            .open_stream(|| caps.streams.take(crate::mcp::caps::keys(addr, None)))
+            .open_stream(|| caps.streams.take(crate::mcp::limits::keys(addr, None)))
             .unwrap()
     }
 

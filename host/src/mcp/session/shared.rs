@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{ClientAsks, Held, Session, Sessions};
-use crate::cluster::Cluster;
-use crate::cluster::sessions::SessionRecord;
-use crate::pipeline::LogLevel;
+use hangar_core::call::LogLevel;
+use hangar_core::cluster::Cluster;
+use hangar_core::cluster::sessions::SessionRecord;
 
 impl Session {
     /// This replica's copy of a session another replica may have opened.
@@ -51,7 +51,7 @@ impl Sessions {
     /// Starts a session (see [`Sessions::create`]) that negotiated
     /// `version`, counted in `held`, and stores it for every replica. With
     /// `[cluster]`, `None` when a key of `held` has `max` sessions across
-    /// the replicas already (see `crate::cluster::sessions`).
+    /// the replicas already (see `hangar_core::cluster::sessions`).
     pub async fn open(
         &self,
         asks: ClientAsks,

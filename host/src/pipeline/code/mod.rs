@@ -13,10 +13,11 @@ use std::sync::{Arc, LazyLock};
 use serde_json::{Value, json};
 
 use super::setup::Pipeline;
-use super::{ArgsValidator, CallContext, CallError, Content, ErrorKind, Stage, ToolResult};
-use crate::call::{ProgramCall, ProgramCalls};
+use crate::catalog::ArgsValidator;
 use crate::catalog::{Annotations, ToolDef};
-use crate::wasm::{Outcome, Program};
+use hangar_core::call::{CallContext, CallError, Content, ErrorKind, Stage, ToolResult};
+use hangar_core::call::{ProgramCall, ProgramCalls};
+use hangar_runtime::{Outcome, Program};
 
 pub const RUN: &str = "run";
 
@@ -63,8 +64,8 @@ pub use stub::stub;
 /// call: the `tools` a program is given, as TypeScript.
 pub const TOOLS_DTS: &str = "hangar://code/tools.d.ts";
 
-static TOOLS_DTS_DEF: LazyLock<crate::call::ResourceDef> = LazyLock::new(|| {
-    crate::call::ResourceDef {
+static TOOLS_DTS_DEF: LazyLock<hangar_core::call::ResourceDef> = LazyLock::new(|| {
+    hangar_core::call::ResourceDef {
     uri: TOOLS_DTS.into(),
     name: "tools.d.ts".into(),
     title: Some("The tools a program may call, as TypeScript".into()),
@@ -79,7 +80,7 @@ static TOOLS_DTS_DEF: LazyLock<crate::call::ResourceDef> = LazyLock::new(|| {
 });
 
 /// The `hangar://code/tools.d.ts` listing entry.
-pub fn tools_dts() -> &'static crate::call::ResourceDef {
+pub fn tools_dts() -> &'static hangar_core::call::ResourceDef {
     &TOOLS_DTS_DEF
 }
 
@@ -116,7 +117,7 @@ impl Pipeline {
     pub(in crate::pipeline) async fn read_tools_dts(
         &self,
         cx: &CallContext,
-    ) -> crate::call::ReadResult {
+    ) -> hangar_core::call::ReadResult {
         let principal = self.listing_principal(cx).await;
         let hidden = self.unconnected(principal.as_ref()).await;
         let scope = self.catalog.scope(cx.toolset.as_ref());
@@ -128,8 +129,8 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        crate::call::ReadResult {
-            contents: vec![crate::call::ResourceContents {
+        hangar_core::call::ReadResult {
+            contents: vec![hangar_core::call::ResourceContents {
                 uri: TOOLS_DTS.into(),
                 mime_type: Some("application/typescript".into()),
                 text: Some(dts::declarations(visible)),
