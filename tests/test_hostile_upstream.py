@@ -264,8 +264,8 @@ def test_an_upstream_killed_during_a_call_is_an_error_at_once_and_the_breaker_co
         t.join(30)
         assert not t.is_alive()
         # Heard at once (the call began 1 s before the kill), not after the
-        # upstream's 20 s timeout.
-        assert out["took"] < 6, out
+        # upstream's 20 s timeout: 10 s is 10 times the call's own second.
+        assert out["took"] < 10, out
         r = out["r"]
         assert r.status_code == 500
         text = r.json()["content"][0]["text"]

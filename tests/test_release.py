@@ -68,10 +68,12 @@ def test_sbom_is_cyclonedx_and_lists_the_hosts_crates(dist):
     names = {c["name"] for c in bom["components"]}
     assert len(bom["components"]) > 100, len(bom["components"])
     assert {"wasmtime", "wasmtime-wasi", "axum", "tokio"} <= names
-    # The host's crates only: no other member of the workspace (the SDK,
-    # the plugins, the test guests).
+    # The host's crates (hangar and the three beneath it) and no other
+    # member of the workspace (the SDK, the plugins, the test guests).
+    host = {"hangar-config", "hangar-core", "hangar-runtime"}
+    assert host <= names, host - names
     members = {tomllib.loads((ROOT / m / "Cargo.toml").read_text())["package"]["name"]
-               for m in WORKSPACE["members"]} - {"hangar"}
+               for m in WORKSPACE["members"]} - {"hangar"} - host
     assert "hangar-sdk" in members and not names & members, names & members
 
 
