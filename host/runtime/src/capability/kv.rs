@@ -161,4 +161,138 @@ mod tests {
             assert_eq!(format!("{e:?}"), format!("{:?}", to_wit(e.clone())));
         }
     }
+
+    /// A component that imports `hangar:plugin/kv` and nothing else, and
+    /// exports `bump: func(delta: s64) -> result<s64, string>`: it
+    /// increments its key `visits` and answers the new count, or the kv
+    /// error's text. Written by hand so that this capability is tested
+    /// alone, with no guest toolchain.
+    const COUNTER: &str = r#"
+    (component
+      (import "hangar:plugin/kv@0.1.0" (instance $kv
+        (type $error (variant
+          (case "too-large" string) (case "quota" string)
+          (case "unavailable" string) (case "invalid" string)))
+        (export "kv-error" (type $kv-error (eq $error)))
+        (export "increment"
+          (func (param "key" string) (param "delta" s64) (result (result s64 (error $kv-error)))))))
+      (core module $libc
+        (memory (export "memory") 1)
+        (global $next (mut i32) (i32.const 1024))
+        (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+          (local $at i32)
+          (local.set $at (i32.and
+            (i32.add (global.get $next) (i32.sub (local.get 2) (i32.const 1)))
+            (i32.sub (i32.const 0) (local.get 2))))
+          (global.set $next (i32.add (local.get $at) (local.get 3)))
+          (local.get $at)))
+      (core instance $libc (instantiate $libc))
+      (alias export $kv "increment" (func $increment))
+      (core func $increment (canon lower (func $increment)
+        (memory (core memory $libc "memory")) (realloc (core func $libc "realloc"))))
+      (core module $main
+        (import "libc" "memory" (memory 1))
+        (import "kv" "increment" (func $increment (param i32 i32 i64 i32)))
+        (data (i32.const 0) "visits")
+        ;; kv's answer lands at 64: its case at 64, the count at 72, or the
+        ;; error's case at 72 and its text at 76 (pointer) and 80 (length).
+        ;; bump's answer is at 32: its case, then the count or the text at 40.
+        (func (export "bump") (param $delta i64) (result i32)
+          (call $increment (i32.const 0) (i32.const 6) (local.get $delta) (i32.const 64))
+          (if (i32.eqz (i32.load8_u (i32.const 64)))
+            (then
+              (i32.store8 (i32.const 32) (i32.const 0))
+              (i64.store (i32.const 40) (i64.load (i32.const 72))))
+            (else
+              (i32.store8 (i32.const 32) (i32.const 1))
+              (i32.store (i32.const 40) (i32.load (i32.const 76)))
+              (i32.store (i32.const 44) (i32.load (i32.const 80)))))
+          (i32.const 32)))
+      (core instance $main (instantiate $main
+        (with "libc" (instance $libc))
+        (with "kv" (instance (export "increment" (func $increment))))))
+      (func (export "bump") (param "delta" s64) (result (result s64 (error string)))
+        (canon lift (core func $main "bump") (memory (core memory $libc "memory")))))
+    "#;
+
+    /// A store's data with the kv capability's per-call state and nothing of
+    /// the others': WASI and `wasi:http` empty, as `GuestStore` asks.
+    struct KvAlone {
+        kv: KvCall,
+        table: wasmtime::component::ResourceTable,
+        wasi: wasmtime_wasi::WasiCtx,
+        http: wasmtime_wasi_http::WasiHttpCtx,
+    }
+
+    impl wasmtime_wasi::WasiView for KvAlone {
+        fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+            wasmtime_wasi::WasiCtxView {
+                ctx: &mut self.wasi,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    impl wasmtime_wasi_http::WasiHttpView for KvAlone {
+        fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+            wasmtime_wasi_http::WasiHttpCtxView {
+                ctx: &mut self.http,
+                table: &mut self.table,
+                hooks: wasmtime_wasi_http::default_hooks(),
+            }
+        }
+    }
+
+    impl GuestStore for KvAlone {}
+
+    /// Links the kv capability alone (`Kv::link`, no other capability) into
+    /// a store and calls it through a guest: the count lands in the
+    /// plugin's namespace of a real embedded store, and a call with no
+    /// store gets the `unavailable` error's text.
+    #[tokio::test]
+    async fn linked_alone_a_guest_counts_in_its_own_namespace() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<KvAlone>::new(&engine);
+        Kv::link(&mut linker, |s: &mut KvAlone| &mut s.kv).unwrap();
+        let component = wasmtime::component::Component::new(
+            &engine,
+            wat::parse_str(COUNTER).expect("the counter parses"),
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("hangar-kv-alone-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (store, problems) =
+            hangar_core::kv::open(&hangar_config::KvConfig::default(), &dir, None).await;
+        assert_eq!(problems, Vec::<String>::new());
+        let store = store.expect("the embedded store opens");
+
+        let bump = async |kv: Option<Arc<KvStore>>, delta: i64| {
+            let data = KvAlone {
+                kv: KvCall::new("counter".into(), kv),
+                table: Default::default(),
+                wasi: wasmtime_wasi::WasiCtx::builder().build(),
+                http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            };
+            let mut wasm = wasmtime::Store::new(&engine, data);
+            let instance = linker
+                .instantiate_async(&mut wasm, &component)
+                .await
+                .unwrap();
+            let f = instance
+                .get_typed_func::<(i64,), (std::result::Result<i64, String>,)>(&mut wasm, "bump")
+                .unwrap();
+            let (answer,) = f.call_async(&mut wasm, (delta,)).await.unwrap();
+            answer
+        };
+        assert_eq!(bump(Some(store.clone()), 2).await, Ok(2));
+        assert_eq!(bump(Some(store.clone()), 5).await, Ok(7));
+        assert_eq!(
+            store.get("counter", "visits").await.unwrap(),
+            Some(b"7".to_vec())
+        );
+        assert_eq!(store.get("other", "visits").await.unwrap(), None);
+        let refused = bump(None, 1).await.unwrap_err();
+        assert!(refused.starts_with("kv is not available"), "{refused}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
