@@ -1,9 +1,9 @@
 //! The layers inside crate `hangar` run one way: surfaces (`mcp`, `rest`,
-//! `server`) → `pipeline` → `catalog` → backends (`db`, `upstream`,
-//! `files`, and the wasm runtime, crate `hangar-runtime`). Beneath them,
-//! in crates of their own that Cargo keeps apart, are `hangar-core` (the
-//! call vocabulary, kv, the replicas' Redis, accounts, outbound HTTP) and
-//! `hangar-config` at the bottom.
+//! `server`) → `pipeline` → `catalog` → backends (`db`, `upstream`, and
+//! the wasm runtime, crate `hangar-runtime`). Beneath them, in crates of
+//! their own that Cargo keeps apart, are `hangar-core` (the call
+//! vocabulary, kv, the replicas' Redis, the files store, accounts,
+//! outbound HTTP) and `hangar-config` at the bottom.
 //!
 //! Inside `hangar` the rules are read from the sources: surfaces reach
 //! backends only through the pipeline (they name no backend); backends do
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 const SURFACES: &[&str] = &["mcp", "rest", "server"];
 /// The wasm runtime is a backend in a crate of its own: named by its crate.
-const BACKENDS: &[&str] = &["db", "upstream", "files", "hangar_runtime"];
+const BACKENDS: &[&str] = &["db", "upstream", "hangar_runtime"];
 
 /// Each top-level module of `hangar` and the modules (and crates) it must not name.
 fn rules() -> Vec<(&'static str, Vec<&'static str>)> {
@@ -276,31 +276,36 @@ fn the_reader_sees_groups_and_paths() {
     assert_eq!(names, ["hangar_runtime", "catalog", "db", "files", "mcp"]);
 }
 
-/// MCP's handlers are shared by both protocol revisions; what only the
-/// 2026-07-28 revision does lives in its front, `mcp/modern/`, which calls
-/// them through `Front` (`mcp/request.rs`). Only the router (`mcp/mod.rs`,
-/// its dispatch in `mcp/dispatch.rs`) and the front itself name `modern`.
+/// MCP's handlers are shared by both protocol revisions; what only one
+/// revision does lives in its front, `mcp/legacy/` (2025) or `mcp/modern/`
+/// (2026-07-28), which calls them through `Front` (`mcp/request.rs`). Only
+/// the transports — the router (`mcp/mod.rs`), its dispatch
+/// (`mcp/dispatch.rs`) and stdio (`mcp/stdio.rs`) — name a front, and
+/// neither front names the other.
 #[test]
 fn shared_mcp_handlers_name_no_front() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mcp = root.join("mcp");
+    let transports = ["mod.rs", "dispatch.rs", "stdio.rs"].map(|f| mcp.join(f));
     let mut wrong = Vec::new();
     for path in sources(&root, "mcp") {
-        if path == mcp.join("mod.rs")
-            || path == mcp.join("dispatch.rs")
-            || path.starts_with(mcp.join("modern"))
-        {
+        if transports.contains(&path) {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        for line in names_module(&text, "modern") {
-            wrong.push(format!("{}:{line}: names modern", path.display()));
+        for front in ["legacy", "modern"] {
+            if path.starts_with(mcp.join(front)) {
+                continue;
+            }
+            for line in names_module(&text, front) {
+                wrong.push(format!("{}:{line}: names {front}", path.display()));
+            }
         }
     }
     wrong.sort();
     assert!(
         wrong.is_empty(),
-        "shared MCP handlers that name the modern front:\n{}",
+        "MCP files that name a front they are not part of:\n{}",
         wrong.join("\n")
     );
 }

@@ -5,12 +5,11 @@
 //! (the runtime, crate `hangar-runtime`) and are listed in the [`catalog`];
 //! [`mcp`] and [`rest`] are the surfaces that carry calls in. Beneath this
 //! crate: `hangar-config` (hangar.toml's types), `hangar-core` (the call
-//! vocabulary, the kv store, the replicas' Redis, users' accounts, outbound
-//! HTTP) and `hangar-runtime` (the wasm runtime and guest capabilities).
+//! vocabulary, the kv store, the replicas' Redis, the files store, users'
+//! accounts, outbound HTTP) and `hangar-runtime` (the wasm runtime and guest capabilities).
 
 pub mod catalog;
 pub mod db;
-pub mod files;
 pub mod health;
 pub mod loader;
 pub mod mcp;
@@ -53,7 +52,7 @@ pub struct Hangar {
     /// Reload counters and the last attempt (`/healthz`, metrics).
     pub reload: Arc<reload::ReloadStatus>,
     /// Uploads and artifacts (`[uploads]`, `[artifacts]`; a reload keeps them).
-    pub files: Arc<files::Files>,
+    pub files: Arc<hangar_core::files::Files>,
 }
 
 impl Hangar {
@@ -65,7 +64,7 @@ impl Hangar {
         let changes = loader.changes().clone();
         let facts = health::Facts::new(generation.problems.clone(), &config)
             .with_sources(generation.report.sources.clone());
-        let files = Arc::new(files::Files::new(&config)?);
+        let files = Arc::new(hangar_core::files::Files::new(&config)?);
         Ok(Hangar {
             pipeline: Live::new(
                 Pipeline::new(Arc::new(generation.catalog))

@@ -84,35 +84,12 @@ pub(super) async fn tools_call(st: &McpState, mut req: Request<'_>) -> Response 
 
     let sse = req.accepts_sse();
     let mut cx = req.context(st);
-    let min_log = match req.front {
-        // A request through a front opts in to logs itself.
-        Some(front) => front.log_level(),
-        None => req.session.as_ref().and_then(|s| s.log_level()),
-    }
-    .filter(|_| sse);
-    let rounds = match req.front {
-        None => None,
-        Some(front) => match front.rounds(&req, &name, &args) {
-            Ok(rounds) => Some(rounds),
-            Err(e) => return req.fail(&e),
-        },
+    let min_log = req.front.log_level(&req).filter(|_| sse);
+    let rounds = match req.front.rounds(&req, &name, &args) {
+        Ok(rounds) => rounds,
+        Err(e) => return req.fail(&e),
     };
-    let askable = match (&req.session, sse) {
-        // Every question reaches the rounds, which answer or keep it.
-        _ if rounds.is_some() => Askable::Yes {
-            elicitation: true,
-            // The 2026 rounds carry form questions; a URL is told in the
-            // call's error instead.
-            elicitation_url: false,
-            sampling: true,
-            roots: true,
-        },
-        (_, false) => Askable::No("the request did not accept an SSE stream (text/event-stream)"),
-        (None, true) => {
-            Askable::No("the call has no MCP session, so the client's capabilities are unknown")
-        }
-        (Some(session), true) => session.askable(),
-    };
+    let askable = req.front.askable(&req, sse);
     let progress = sse && progress_token.is_some();
     // A call that can send no event (most: no logs asked for, no progress
     // token, no client to ask) gets a sink with no channel behind it, and

@@ -1,8 +1,13 @@
 //! Checks made before any MCP message is read: DNS-rebinding protection
 //! (Host and Origin) and the protocol version header.
 
-use axum::http::HeaderMap;
 use axum::http::header::{HOST, ORIGIN};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::jsonrpc::{self, RpcError};
+use super::reply::json_response;
 
 /// Protocol versions this server speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -32,6 +37,24 @@ pub enum Refusal {
     Host(String),
     Origin(String),
     Version(String),
+}
+
+/// A refused request: 403 for a host or origin, 400 for a version, with
+/// the JSON-RPC error in the body.
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            Refusal::Host(h) => (StatusCode::FORBIDDEN, format!("Host not allowed: {h}")),
+            Refusal::Origin(o) => (StatusCode::FORBIDDEN, format!("Origin not allowed: {o}")),
+            Refusal::Version(v) => (
+                StatusCode::BAD_REQUEST,
+                format!("Unsupported MCP-Protocol-Version: {v}"),
+            ),
+        };
+        tracing::debug!(%status, "{message}");
+        let error = RpcError::new(jsonrpc::INVALID_REQUEST, message);
+        json_response(status, jsonrpc::error_body(&Value::Null, &error))
+    }
 }
 
 impl OriginPolicy {

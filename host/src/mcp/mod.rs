@@ -1,36 +1,44 @@
 //! MCP over Streamable HTTP at `/mcp`: one set of method handlers and two
-//! fronts that translate to and from them. The 2025 front (protocol
-//! 2025-11-25, also 2025-06-18 and 2025-03-26) is here: sessions,
-//! `initialize`, the session's GET SSE stream, questions to the client as
-//! server-to-client requests. The 2026-07-28 front is [`modern`]: stateless
-//! requests that carry `_meta`, input-required rounds, `server/discover`,
-//! `subscriptions/listen` and tasks. Both check DNS rebinding first.
+//! fronts that translate to and from them, one per revision:
+//! - the legacy front ([`legacy`]): protocol 2025-11-25, also 2025-06-18
+//!   and 2025-03-26; sessions, `initialize`, the session's GET SSE stream,
+//!   questions to the client as server-to-client requests;
+//! - the modern front ([`modern`]): 2026-07-28; stateless requests that
+//!   carry `_meta`, input-required rounds, `server/discover`,
+//!   `subscriptions/listen` and tasks.
 //!
-//! The shared handlers take a `Request` (`request.rs`); one that came
-//! through the modern front carries it as a `Front`, through which the
-//! handlers shape results and errors and ask questions in rounds. They
-//! name no front: only this router does (`host/src/layers.rs` checks it).
+//! `methods` names every method once and says which revisions speak it;
+//! each front answers its own and hands the shared ones to `methods::answer`.
+//! The shared handlers take a `Request` (`request.rs`), which carries its
+//! front as a `Front`: through it they shape results and errors, read
+//! what the client declared and ask it questions. They name no front: only
+//! the transports do — this router, `dispatch` (which tells the fronts
+//! apart) and `stdio` (`hangar serve --stdio`) — as `host/src/layers.rs`
+//! checks. Both fronts check DNS rebinding first (`guard`).
+//!
+//! The shared handlers: `state` is what they share, `request` one request
+//! being answered, `listing` `tools/list` and cursors, `calls`
+//! `tools/call`, `offers` resources, prompts and completion, `advertised`
+//! what `initialize` and `server/discover` say is offered; `reply` holds
+//! the shapes of answers. The 2025 revisions' sessions (`session`) and
+//! waiting questions (`questions`) are kept here, beside the handlers that
+//! read a request's session.
 //!
 //! With `[cluster]`, sessions are found on any replica (see
 //! [`session`]), and a `notifications/cancelled` or an answer to a
 //! server-to-client request that names a call running on another replica
-//! is published on the cluster's bus; the replica running it acts on it.
-//!
-//! Here: the `/mcp` routes (POST, GET, DELETE); `dispatch` tells which
-//! front a message speaks and holds the 2025 front's dispatch by method,
-//! which `stdio` (`hangar serve --stdio`: one message a line on stdin and
-//! stdout) drives too; `reply` holds the shapes of answers. The shared handlers: `state` is what they share, `request` one
-//! request being answered, `lifecycle` initialize, notifications and
-//! `logging/setLevel`, `listing` `tools/list` and cursors, `calls`
-//! `tools/call`, `offers` resources, prompts and completion.
+//! is published on the cluster's bus; the replica running it acts on it
+//! (`replicas`).
 
+mod advertised;
 mod calls;
 mod dispatch;
 mod guard;
 mod jsonrpc;
-mod lifecycle;
+mod legacy;
 mod limits;
 mod listing;
+mod methods;
 mod modern;
 mod offers;
 mod pins;
@@ -41,7 +49,6 @@ mod request;
 mod session;
 mod state;
 mod stdio;
-mod stream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,7 +67,8 @@ pub use state::McpState;
 pub use stdio::{StdioOptions, serve_stdio};
 
 pub use dispatch::Fronts;
-use dispatch::{dispatch, refused, session_stream};
+use dispatch::dispatch;
+use legacy::session_stream;
 use reply::SESSION_HEADER;
 pub use session::SessionReport;
 
@@ -100,7 +108,7 @@ async fn post_mcp(
 }
 
 /// `GET /mcp` opens the session's stream of unprompted messages (see
-/// [`dispatch::session_stream`]).
+/// [`legacy::session_stream`]).
 async fn get_mcp(
     State(st): State<Arc<McpState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -119,7 +127,7 @@ async fn delete_mcp(
     headers: HeaderMap,
 ) -> Response {
     if let Err(refusal) = st.policy.check(&headers) {
-        return refused(refusal);
+        return refusal.into_response();
     }
     match headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
         None => (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response(),

@@ -10,11 +10,9 @@ use tokio::sync::mpsc;
 use super::jsonrpc::{self, RpcError};
 use super::listing::page;
 use super::reply::{json_response, reply};
-use super::request::{Front, Request};
+use super::request::{Request, Rounds};
 use super::state::McpState;
-use hangar_core::call::{
-    Askable, CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage,
-};
+use hangar_core::call::{CallError, CallEvent, CompletionRef, ErrorKind, EventSink, Stage};
 
 /// A listing method's answer: one page of `items` under `key`.
 fn listing<T: Serialize>(
@@ -154,8 +152,10 @@ pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
         Ok(a) => a,
         Err(e) => return req.fail(&e),
     };
-    if let Some(front) = req.front {
-        return prompt_in_rounds(st, req, front, name, args).await;
+    match req.front.rounds(req, name, &Value::Object(args.clone())) {
+        Ok(Some(rounds)) => return prompt_in_rounds(st, req, rounds, name, args).await,
+        Ok(None) => {}
+        Err(e) => return req.fail(&e),
     }
     let mut cx = req.context(st);
     match st.pipeline.current().get_prompt(name, &args, &mut cx).await {
@@ -164,27 +164,19 @@ pub(super) async fn prompts_get(st: &McpState, req: &Request<'_>) -> Response {
     }
 }
 
-/// `prompts/get` through a front (2026-07-28): the prompt's questions to
-/// the client become the front's input-required rounds, as a tool call's do.
+/// `prompts/get` through a front that asks in rounds: the prompt's
+/// questions to the client become its input-required rounds, as a tool
+/// call's do.
 async fn prompt_in_rounds(
     st: &McpState,
     req: &Request<'_>,
-    front: &dyn Front,
+    mut rounds: Box<dyn Rounds>,
     name: &str,
     args: Map<String, Value>,
 ) -> Response {
-    let mut rounds = match front.rounds(req, name, &Value::Object(args.clone())) {
-        Ok(rounds) => rounds,
-        Err(e) => return req.fail(&e),
-    };
     let (tx, mut rx) = mpsc::channel(16);
     let mut cx = req.context(st);
-    cx.events = EventSink::new(tx, None, false).with_askable(Askable::Yes {
-        elicitation: true,
-        elicitation_url: false,
-        sampling: true,
-        roots: true,
-    });
+    cx.events = EventSink::new(tx, None, false).with_askable(req.front.askable(req, true));
     let cancel = cx.cancel.clone();
     let _cancel_on_drop = cx.cancel.drop_guard();
     let pipeline = st.pipeline.current();

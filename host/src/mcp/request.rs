@@ -1,7 +1,7 @@
 //! `Request`: one JSON-RPC request being answered, with what came with it
 //! (session, headers, client, token, the front it came through), and the
 //! answers it can give. `Front` and `Rounds` are what a revision's front
-//! supplies to the shared handlers: they name no front.
+//! supplies to the shared handlers, which name no front.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,13 +15,19 @@ use super::jsonrpc::RpcError;
 use super::reply::{reply, reply_error};
 use super::session::Session;
 use super::state::McpState;
-use hangar_core::call::{CallContext, LogLevel, Question, RequestInfo, Surface};
+use hangar_core::call::{Askable, CallContext, LogLevel, Question, RequestInfo, Surface};
 
 /// What a revision's front adds to the shared handlers: the shape of its
-/// results and errors, and its way to ask the client questions. A request
-/// of the 2025 revisions has none (plain results, questions sent on the
-/// call's SSE stream); the 2026-07-28 front (`mcp/modern/`) is one.
+/// results and errors, what its client declared, and its way to ask the
+/// client questions. The legacy front (`mcp/legacy/`: the 2025 revisions,
+/// plain results, a session's declarations, questions sent on the call's
+/// SSE stream) is one; the modern front (`mcp/modern/`: 2026-07-28) is the
+/// other.
 pub(super) trait Front: Sync {
+    /// Whether results take a shape of this revision's ([`Front::result`]);
+    /// when not, they are written as they are, unconverted.
+    fn reshapes(&self) -> bool;
+
     /// `result`, the answer to `req`, in this revision's shape.
     fn result(&self, req: &Request<'_>, result: Value) -> Value;
 
@@ -29,21 +35,25 @@ pub(super) trait Front: Sync {
     fn error_code(&self, code: i64) -> i64;
 
     /// The least level of the call's logs the client asked for, if any.
-    fn log_level(&self) -> Option<LogLevel>;
+    fn log_level(&self, req: &Request<'_>) -> Option<LogLevel>;
 
-    /// Whether the client declared it renders MCP Apps (in this request's
-    /// `_meta` capabilities).
-    fn runs_apps(&self) -> bool;
+    /// Whether the client declared it renders MCP Apps.
+    fn runs_apps(&self, req: &Request<'_>) -> bool;
+
+    /// What a run for `req` may ask its client; `sse`: the answer may be an
+    /// SSE stream.
+    fn askable(&self, req: &Request<'_>, sse: bool) -> Askable;
 
     /// The rounds in which a run for `req` of `name` with `args` asks the
-    /// client its questions; an error for answers or a state that fail
-    /// their checks.
+    /// client its questions, for a front that asks in rounds (`None`: its
+    /// questions go out on the call's stream); an error for answers or a
+    /// state that fail their checks.
     fn rounds(
         &self,
         req: &Request<'_>,
         name: &str,
         args: &Value,
-    ) -> Result<Box<dyn Rounds>, RpcError>;
+    ) -> Result<Option<Box<dyn Rounds>>, RpcError>;
 }
 
 /// A front's input-required rounds for one run (a tool call or
@@ -75,8 +85,8 @@ pub(super) struct Request<'a> {
     pub(super) client: SocketAddr,
     /// The principal of the request's bearer token (`[oauth]`).
     pub(super) token: Option<hangar_core::call::Principal>,
-    /// The front the request came through; `None` for the 2025 revisions.
-    pub(super) front: Option<&'a dyn Front>,
+    /// The front the request came through.
+    pub(super) front: &'a dyn Front,
     /// The toolset the endpoint serves (`/mcp/NAME`); `None`: everything.
     pub(super) toolset: Option<hangar_core::call::Toolset>,
 }
@@ -84,24 +94,20 @@ pub(super) struct Request<'a> {
 impl Request<'_> {
     /// Answers with `result`, in the front's shape.
     pub(super) fn reply<T: serde::Serialize>(&self, result: &T) -> Response {
-        match self.front {
-            None => reply(&self.id, result),
-            Some(front) => {
-                let value = serde_json::to_value(result).expect("results serialize");
-                reply(&self.id, &front.result(self, value))
-            }
+        if !self.front.reshapes() {
+            return reply(&self.id, result);
         }
+        let value = serde_json::to_value(result).expect("results serialize");
+        reply(&self.id, &self.front.result(self, value))
     }
 
     /// Answers with `error`, under the front's code for it.
     pub(super) fn fail(&self, error: &RpcError) -> Response {
-        if let Some(front) = self.front {
-            let code = front.error_code(error.code);
-            if code != error.code {
-                let mut error = error.clone();
-                error.code = code;
-                return reply_error(&self.id, &error);
-            }
+        let code = self.front.error_code(error.code);
+        if code != error.code {
+            let mut error = error.clone();
+            error.code = code;
+            return reply_error(&self.id, &error);
         }
         reply_error(&self.id, error)
     }
@@ -129,13 +135,9 @@ impl Request<'_> {
     }
 
     /// Whether the client declared it renders MCP Apps: in its session's
-    /// `initialize` (2025), in the request's `_meta` (2026-07-28). A 2025
-    /// request without a session declared nothing.
+    /// `initialize` (2025), in the request's `_meta` (2026-07-28).
     pub(super) fn client_runs_apps(&self) -> bool {
-        match self.front {
-            Some(front) => front.runs_apps(),
-            None => self.session.as_ref().is_some_and(|s| s.runs_apps()),
-        }
+        self.front.runs_apps(self)
     }
 }
 

@@ -31,8 +31,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::dispatch::{Fronts, dispatch, session_stream};
+use super::dispatch::{Fronts, dispatch};
 use super::jsonrpc::{self, RpcError};
+use super::legacy::session_stream;
 use super::reply::SESSION_HEADER;
 use hangar_core::call::Principal;
 

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use super::setup::Pipeline;
 use crate::catalog::upload_url::UploadUrl;
-use crate::files::{Area, CallFiles, Files, StoreError, Untaken, check_name};
 use hangar_config::{AdapterConfig, OutputLocator};
 use hangar_core::call::{CallContext, CallError, Content, ErrorKind, Stage, ToolResult};
+use hangar_core::files::{Area, CallFiles, Files, StoreError, Untaken, check_name};
 
 /// What an `artifact_producer`'s call carries to its end.
 pub(super) struct Handoff {

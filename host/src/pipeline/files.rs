@@ -11,13 +11,13 @@ use serde_json::{Value, json};
 
 use super::setup::Pipeline;
 use crate::catalog::{Backend, CatalogTool};
-use crate::files::{
-    ARTIFACT_SCHEME, Area, CallFiles, Entry, Files, GUEST_ARTIFACTS, GUEST_UPLOADS, StoreError,
-    UPLOAD_SCHEME,
-};
 use hangar_core::call::{
     CallContext, CallError, Content, ErrorKind, ReadResult, ResourceContents, ResourceDef, Stage,
     ToolResult,
+};
+use hangar_core::files::{
+    ARTIFACT_SCHEME, Area, CallFiles, Entry, Files, GUEST_ARTIFACTS, GUEST_UPLOADS, StoreError,
+    UPLOAD_SCHEME,
 };
 use hangar_runtime::{Preopens, WriteCap};
 

@@ -26,12 +26,6 @@ use hangar_core::call::{
 pub use live::Live;
 pub use setup::Pipeline;
 
-/// The files store as the `/uploads` and `/artifacts` routes see it: the
-/// pipeline hands it out (`Pipeline::files`) so surfaces name no backend.
-pub mod uploads {
-    pub use crate::files::{Area, DownloadRefusal, Entry, Files, StoreError, attachment, read};
-}
-
 use crate::catalog::{Backend, CatalogTool};
 
 impl Pipeline {

@@ -21,7 +21,7 @@ pub struct Pipeline {
     /// Where calls are counted and timed (one registry for the process).
     pub(super) metrics: Arc<Metrics>,
     /// Uploads and artifacts (kept across reloads); none in a bare pipeline.
-    pub(super) files: Option<Arc<crate::files::Files>>,
+    pub(super) files: Option<Arc<hangar_core::files::Files>>,
     /// What stands before every auth check (kept across reloads).
     pub(super) door: Arc<Door>,
 }
@@ -49,7 +49,7 @@ impl Pipeline {
     }
 
     /// This pipeline, keeping uploads and artifacts in `files`.
-    pub fn with_files(mut self, files: Arc<crate::files::Files>) -> Pipeline {
+    pub fn with_files(mut self, files: Arc<hangar_core::files::Files>) -> Pipeline {
         self.files = Some(files);
         self
     }

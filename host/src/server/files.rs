@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use super::body;
 use crate::mcp::McpState;
 use crate::pipeline::Live;
-use crate::pipeline::uploads::{Area, DownloadRefusal, Entry, Files, StoreError, attachment};
 use hangar_core::call::{Principal, RequestInfo, Surface};
+use hangar_core::files::{Area, DownloadRefusal, Entry, Files, StoreError, attachment};
 
 /// What the upload handlers share.
 pub struct FilesState {

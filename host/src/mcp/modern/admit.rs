@@ -9,17 +9,9 @@ use super::headers;
 use super::meta::RequestMeta;
 use crate::mcp::guard::{SUPPORTED_VERSIONS, VersionHeader, version_header};
 use crate::mcp::jsonrpc::RpcError;
+use crate::mcp::methods::Era;
 
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-
-/// Which revision one POST speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and earlier: `initialize`, sessions, server-to-client requests.
-    Legacy,
-    /// 2026-07-28: stateless, everything in each request.
-    Modern,
-}
 
 /// The spec's dual-era rule for HTTP: a request whose `MCP-Protocol-Version`
 /// header names a modern revision, or whose `_meta` carries a protocol

@@ -16,7 +16,7 @@ use super::state::{StateKey, caller, digest};
 use super::tasks::Tasks;
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::request::{self, Front, Request};
-use hangar_core::call::{LogLevel, Question};
+use hangar_core::call::{Askable, LogLevel, Question};
 use hangar_core::kv::KvStore;
 
 /// What the 2026-07-28 front keeps across requests.
@@ -90,6 +90,10 @@ impl ModernRequest<'_> {
 }
 
 impl Front for ModernRequest<'_> {
+    fn reshapes(&self) -> bool {
+        true
+    }
+
     fn result(&self, req: &Request<'_>, result: Value) -> Value {
         complete(result, &self.method, self.private(req))
     }
@@ -104,12 +108,23 @@ impl Front for ModernRequest<'_> {
     }
 
     /// A modern request opts in to logs in its own `_meta`.
-    fn log_level(&self) -> Option<LogLevel> {
+    fn log_level(&self, _: &Request<'_>) -> Option<LogLevel> {
         self.meta.log_level
     }
 
-    fn runs_apps(&self) -> bool {
+    fn runs_apps(&self, _: &Request<'_>) -> bool {
         hangar_core::call::apps::client_runs_apps(Some(&self.meta.capabilities))
+    }
+
+    /// Every question reaches the rounds, which answer or keep it. The
+    /// rounds carry form questions; a URL is told in the call's error.
+    fn askable(&self, _: &Request<'_>, _sse: bool) -> Askable {
+        Askable::Yes {
+            elicitation: true,
+            elicitation_url: false,
+            sampling: true,
+            roots: true,
+        }
     }
 
     fn rounds(
@@ -117,13 +132,13 @@ impl Front for ModernRequest<'_> {
         req: &Request<'_>,
         name: &str,
         args: &Value,
-    ) -> Result<Box<dyn request::Rounds>, RpcError> {
+    ) -> Result<Option<Box<dyn request::Rounds>>, RpcError> {
         let bind = self.binding(req, name, args);
         let rounds = Rounds::begin(&self.modern.key, &self.meta, &req.params, bind)?;
-        Ok(Box::new(SealedRounds {
+        Ok(Some(Box::new(SealedRounds {
             rounds,
             key: self.modern.key.clone(),
-        }))
+        })))
     }
 }
 

@@ -30,6 +30,6 @@ mod task_input;
 mod tasks;
 mod waiting;
 
-pub use admit::{Era, era};
+pub(super) use admit::era;
 pub use front::Modern;
 pub(super) use post::post;

@@ -13,15 +13,16 @@ use serde_json::json;
 use super::admit::{admit, all_versions};
 use super::front::{Modern, ModernRequest};
 use super::listen::{Filter, open as listen};
+use super::meta::RequestMeta;
 use super::task_calls::{self, missing_extension, owner};
 use super::tasks::EXTENSION;
+use crate::mcp::advertised::advertised;
 use crate::mcp::jsonrpc::{self, Incoming, RpcError};
-use crate::mcp::lifecycle::capabilities;
-use crate::mcp::listing::tools_list;
+use crate::mcp::methods::{Era, Method, answer};
 use crate::mcp::reply::json_response;
 use crate::mcp::request::Request;
 use crate::mcp::state::McpState;
-use crate::mcp::{calls, limits, offers};
+use crate::mcp::{calls, limits};
 
 /// A modern POST: admitted (`_meta`, headers, version) and dispatched with
 /// no session. Each request stands alone; answers are modern results.
@@ -65,86 +66,93 @@ pub(in crate::mcp) async fn post(
         headers,
         client,
         token,
-        front: Some(&front),
+        front: &front,
         toolset,
     };
     let meta = &front.meta;
-    match method.as_str() {
-        "server/discover" => discover(st, modern, &request),
-        "tools/list" => tools_list(st, &request).await,
+    let Some(method) = Method::spoken_in(&method, Era::Modern) else {
+        let error = RpcError::new(
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        );
+        return json_response(
+            StatusCode::NOT_FOUND,
+            jsonrpc::error_body(&request.id, &error),
+        );
+    };
+    match method {
+        Method::Discover => discover(st, modern, &request),
         // A tool that runs as a task is answered by the tasks extension.
-        "tools/call" => match task_calls::tools_call(st, modern, meta, &request).await {
+        Method::ToolsCall => match task_calls::tools_call(st, modern, meta, &request).await {
             Some(answer) => answer,
             None => calls::tools_call(st, request).await,
         },
-        "resources/list" => offers::resources_list(st, &request).await,
-        "resources/templates/list" => offers::templates_list(st, &request).await,
-        "resources/read" => offers::resources_read(st, &request).await,
-        "prompts/list" => offers::prompts_list(st, &request).await,
-        "prompts/get" => offers::prompts_get(st, &request).await,
-        "completion/complete" => offers::complete(st, &request).await,
-        "tasks/get" | "tasks/cancel" | "tasks/update" => {
-            task_calls::handle(st, modern, meta, &request, &method).await
+        Method::TasksGet | Method::TasksCancel | Method::TasksUpdate => {
+            task_calls::handle(st, modern, meta, &request, method).await
         }
-        "subscriptions/listen" => match Filter::parse(&request.params) {
-            Ok(filter) if filter.wants_tasks() && !meta.declares_extension(EXTENSION) => {
-                missing_extension(&request, "task notifications need it")
-            }
-            Ok(filter) if filter.watched() > st.limits.max_subscriptions => {
-                request.fail(&RpcError::invalid_params(format!(
-                    "too many resourceSubscriptions or taskIds: at most {} each",
-                    st.limits.max_subscriptions
-                )))
-            }
-            Ok(filter) => {
-                // One of the client's and principal's `max_streams_per_client`.
-                let subject = request.token.as_ref().map(|t| t.subject.as_str());
-                let slot = match st.limits.streams.take(limits::keys(client, subject)) {
-                    Ok(slot) => slot,
-                    Err(refusal) => {
-                        tracing::info!(%client, "subscriptions/listen refused: {}", refusal.message);
-                        return refusal.response(&request.id);
-                    }
-                };
-                // Each resource watched passes what `resources/subscribe`
-                // checks; one that does not is left out of the acknowledgement.
-                let pipeline = st.pipeline.current();
-                let mut honoured = HashSet::new();
-                for uri in filter.uris() {
-                    let mut cx = request.context(st);
-                    if pipeline.watchable(uri, &mut cx).await.is_ok() {
-                        honoured.insert(uri.clone());
-                    }
-                }
-                let filter = (filter.watching(honoured))
-                    .owned_by(owner(&request))
-                    .at(request.toolset.clone());
-                listen(
-                    request.id,
-                    filter,
-                    st.pipeline.current().changes(),
-                    st.closing.subscribe(),
-                    slot,
-                )
-            }
-            Err(e) => request.fail(&e),
+        Method::Listen => Box::pin(subscriptions_listen(st, meta, client, &request)).await,
+        shared => match answer(st, shared, request).await {
+            Some(answer) => answer,
+            None => unreachable!("{} is answered above", shared.name()),
         },
-        _ => {
-            let error = RpcError::new(
-                jsonrpc::METHOD_NOT_FOUND,
-                format!("Method not found: {method}"),
-            );
-            json_response(
-                StatusCode::NOT_FOUND,
-                jsonrpc::error_body(&request.id, &error),
-            )
+    }
+}
+
+/// `subscriptions/listen`: a stream of the changes and task updates the
+/// filter names, within the client's `max_streams_per_client`.
+async fn subscriptions_listen(
+    st: &McpState,
+    meta: &RequestMeta,
+    client: SocketAddr,
+    request: &Request<'_>,
+) -> Response {
+    let filter = match Filter::parse(&request.params) {
+        Ok(filter) => filter,
+        Err(e) => return request.fail(&e),
+    };
+    if filter.wants_tasks() && !meta.declares_extension(EXTENSION) {
+        return missing_extension(request, "task notifications need it");
+    }
+    if filter.watched() > st.limits.max_subscriptions {
+        return request.fail(&RpcError::invalid_params(format!(
+            "too many resourceSubscriptions or taskIds: at most {} each",
+            st.limits.max_subscriptions
+        )));
+    }
+    // One of the client's and principal's `max_streams_per_client`.
+    let subject = request.token.as_ref().map(|t| t.subject.as_str());
+    let slot = match st.limits.streams.take(limits::keys(client, subject)) {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            tracing::info!(%client, "subscriptions/listen refused: {}", refusal.message);
+            return refusal.response(&request.id);
+        }
+    };
+    // Each resource watched passes what `resources/subscribe` checks; one
+    // that does not is left out of the acknowledgement.
+    let pipeline = st.pipeline.current();
+    let mut honoured = HashSet::new();
+    for uri in filter.uris() {
+        let mut cx = request.context(st);
+        if pipeline.watchable(uri, &mut cx).await.is_ok() {
+            honoured.insert(uri.clone());
         }
     }
+    let filter = (filter.watching(honoured))
+        .owned_by(owner(request))
+        .at(request.toolset.clone());
+    listen(
+        request.id.clone(),
+        filter,
+        pipeline.changes(),
+        st.closing.subscribe(),
+        slot,
+    )
 }
 
 /// `server/discover`: the revisions spoken, what is offered, who answers.
 fn discover(st: &McpState, modern: &Modern, req: &Request<'_>) -> Response {
-    let mut caps = capabilities(st, req.toolset.as_ref());
+    let mut caps = advertised(st, req.toolset.as_ref());
     // Logging is opted into per request in this revision.
     if let Some(caps) = caps.as_object_mut() {
         caps.remove("logging");

@@ -15,6 +15,7 @@ use super::result::server_info;
 use super::state::{caller, digest};
 use super::tasks::{EXTENSION, POLL_INTERVAL_MS, Record, Status, TAG_LEN, TTL_MS, Tasks, now};
 use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::methods::Method;
 use crate::mcp::reply::{json_response, reply};
 use crate::mcp::request::Request;
 use crate::mcp::state::McpState;
@@ -166,15 +167,16 @@ pub(super) async fn handle(
     modern: &Modern,
     meta: &RequestMeta,
     req: &Request<'_>,
-    method: &str,
+    method: Method,
 ) -> Response {
     let tasks = &modern.tasks;
+    let method_name = method.name();
     if !meta.declares_extension(EXTENSION) {
-        return missing_extension(req, &format!("{method} needs it"));
+        return missing_extension(req, &format!("{method_name} needs it"));
     }
     let Some(id) = req.params.get("taskId").and_then(Value::as_str) else {
         return req.fail(&RpcError::invalid_params(format!(
-            "{method} needs a taskId"
+            "{method_name} needs a taskId"
         )));
     };
     let owner = owner(req);
@@ -183,8 +185,8 @@ pub(super) async fn handle(
         Err(e) => return req.fail(&e),
     };
     match method {
-        "tasks/get" => req.reply(&record.wire()),
-        "tasks/cancel" => {
+        Method::TasksGet => req.reply(&record.wire()),
+        Method::TasksCancel => {
             if !record.status.terminal() {
                 if let Some(cancel) = tasks.running.lock().unwrap().get(id) {
                     cancel.cancel();
@@ -206,7 +208,7 @@ pub(super) async fn handle(
             }
             req.reply(&json!({}))
         }
-        // Answers to waiting questions resume the guest; others are ignored.
+        // `tasks/update`: answers to waiting questions resume the guest; others are ignored.
         _ => match req.params.get("inputResponses") {
             None => req.reply(&json!({})),
             Some(Value::Object(answers)) => {

@@ -1,6 +1,5 @@
-//! The session's life outside tool calls: `initialize` and what the server
-//! offers, client notifications (`notifications/cancelled`), and
-//! `logging/setLevel`.
+//! The legacy front's session outside tool calls: `initialize`, client
+//! notifications (`notifications/cancelled`), and `logging/setLevel`.
 
 use std::net::SocketAddr;
 
@@ -8,15 +7,15 @@ use axum::http::HeaderValue;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::guard::{self, SUPPORTED_VERSIONS};
-use super::jsonrpc::RpcError;
-use super::reply::{SESSION_HEADER, reply, reply_error};
-use super::request::Request;
-use super::session::{ClientAsks, Session};
-use super::state::McpState;
-use super::{limits, replicas};
+use crate::mcp::advertised::advertised;
+use crate::mcp::guard::{self, SUPPORTED_VERSIONS};
+use crate::mcp::jsonrpc::RpcError;
+use crate::mcp::reply::{SESSION_HEADER, reply, reply_error};
+use crate::mcp::request::Request;
+use crate::mcp::session::{ClientAsks, Session};
+use crate::mcp::state::McpState;
+use crate::mcp::{limits, replicas};
 use hangar_core::call::LogLevel;
-use hangar_core::call::apps::{APP_MIME_TYPE, UI_EXTENSION};
 
 /// Opens a session for `client` (and the token subject `owner`), unless
 /// either holds `max_sessions_per_client` already: then 429.
@@ -63,7 +62,7 @@ pub(super) async fn initialize(
     };
     let result = json!({
         "protocolVersion": version,
-        "capabilities": capabilities(st, toolset),
+        "capabilities": advertised(st, toolset),
         "serverInfo": { "name": "hangar", "version": env!("CARGO_PKG_VERSION") },
     });
     let mut response = reply(id, &result);
@@ -72,40 +71,6 @@ pub(super) async fn initialize(
         HeaderValue::from_str(&session.id).expect("session ids are ASCII"),
     );
     response
-}
-
-/// What the server offers now: `listChanged` is true because a reload
-/// (plugins or config changed, SIGHUP) sends `notifications/*/list_changed`
-/// on the session's GET stream; `subscribe` is true because resource
-/// updates are sent there too. Through a toolset, resources and prompts
-/// are offered only when it holds some, and the MCP Apps extension only
-/// when one of its tools links a view.
-pub(super) fn capabilities(st: &McpState, toolset: Option<&hangar_core::call::Toolset>) -> Value {
-    let pipeline = st.pipeline.current();
-    let (offered, scope) = (
-        pipeline.catalog().offered(),
-        pipeline.catalog().scope(toolset),
-    );
-    let mut caps = json!({ "tools": { "listChanged": true }, "logging": {} });
-    // Code mode lists `hangar://code/tools.d.ts`.
-    let artifacts = pipeline.catalog().produces_artifacts()
-        || crate::pipeline::meta::offers_run(pipeline.catalog(), toolset);
-    let resources = offered.resources.iter().any(|r| scope.resource(&r.def.uri))
-        || (offered.templates.iter()).any(|t| scope.resource(&t.def.uri_template));
-    if resources || artifacts {
-        caps["resources"] = json!({ "subscribe": true, "listChanged": true });
-    }
-    if offered.prompts.iter().any(|p| scope.prompt(&p.def.name)) {
-        caps["prompts"] = json!({ "listChanged": true });
-    }
-    if offered.completes() {
-        caps["completions"] = json!({});
-    }
-    // MCP Apps: only when a tool of this endpoint links a view.
-    if pipeline.catalog().offers_apps(toolset) {
-        caps["extensions"] = json!({ UI_EXTENSION: { "mimeTypes": [APP_MIME_TYPE] } });
-    }
-    caps
 }
 
 /// A notification from the client: `notifications/cancelled` stops the

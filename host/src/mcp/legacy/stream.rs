@@ -12,24 +12,75 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::StatusCode;
+use std::net::SocketAddr;
+
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::jsonrpc;
-use super::reply::sse_frame;
-use super::session::{Sessions, StreamClaim};
+use crate::mcp::jsonrpc;
+use crate::mcp::limits;
+use crate::mcp::reply::{SESSION_HEADER, sse_frame};
+use crate::mcp::request::accepts_sse;
+use crate::mcp::session::{Sessions, StreamClaim};
+use crate::mcp::state::McpState;
 use hangar_core::call::{Change, ResourceChanges, Toolset};
 
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// The session's stream of unprompted messages (resource updates it
+/// subscribed to, lists changed by a reload), for the session `headers`
+/// name: what `GET /mcp` answers, and what the stdio transport relays.
+/// One client holds at most `max_streams_per_client` such streams (see
+/// [`limits`]).
+pub(in crate::mcp) async fn session_stream(
+    st: &McpState,
+    client: SocketAddr,
+    token: Option<&hangar_core::call::Principal>,
+    toolset: Option<hangar_core::call::Toolset>,
+    headers: &HeaderMap,
+) -> Response {
+    if let Err(refusal) = st.policy.check(headers) {
+        return refusal.into_response();
+    }
+    if !accepts_sse(headers) {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp answers text/event-stream only",
+        )
+            .into_response();
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return (StatusCode::BAD_REQUEST, "Mcp-Session-Id header required").into_response();
+    };
+    let owner = token.map(|t| t.subject.as_str());
+    let Some(session) = st.sessions.find(id, owner).await else {
+        return (StatusCode::NOT_FOUND, "Session not found").into_response();
+    };
+    // The session's stream slot if it has a stream already, or a new one
+    // within the client's and principal's `max_streams_per_client`.
+    let keys = limits::keys(client, owner);
+    match session.open_stream(|| st.limits.streams.take(keys)) {
+        Ok(claim) => open(
+            claim,
+            st.pipeline.current().changes(),
+            st.sessions.clone(),
+            toolset,
+        ),
+        Err(refusal) => {
+            tracing::info!(%client, "GET /mcp refused: {}", refusal.message);
+            refusal.response(&Value::Null)
+        }
+    }
+}
+
 /// The session's stream: its updates as they come, keep-alive comments
 /// between. `toolset` is the endpoint's (`/mcp/NAME`): only its lists'
 /// changes are sent.
-pub(super) fn open(
+fn open(
     claim: StreamClaim,
     changes: &ResourceChanges,
     sessions: Sessions,
