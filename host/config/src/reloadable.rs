@@ -35,63 +35,37 @@ impl NeedsRestart {
 /// `rate_limit`.
 pub fn keep_fixed(running: &Config, next: Config) -> (Config, Vec<String>) {
     let mut restart = NeedsRestart::default();
-    let Config {
-        server,
-        limits,
-        plugins,
-        tools,
-        resources,
-        prompts,
-        connectors,
-        auth,
-        http,
-        credentials,
-        kv,
-        oauth,
-        upstreams,
-        uploads,
-        artifacts,
-        files,
-        toolsets,
-        code,
-        cluster,
-        registries,
-        trust,
-        base_dir,
-    } = next;
-    let server = keep_fixed_server(&running.server, server, &mut restart);
-    let (toolsets, routes_kept) = keep_toolset_routes(running, toolsets);
-    let next = Config {
-        server,
-        // Each catalog's own: built anew by every reload.
-        limits,
-        plugins,
-        tools,
-        resources,
-        prompts,
-        connectors,
-        auth,
-        credentials,
-        upstreams,
-        code,
-        registries,
-        trust,
-        toolsets,
-        // The file's folder: the same file, the same folder.
-        base_dir,
-        // The guests' outbound client is made once (its roots, its resolver).
-        http: restart.keep("[http]", &running.http, http),
-        // The kv store is opened once.
-        kv: restart.keep("[kv]", &running.kv, kv),
-        // The resource server (its keys, metadata, challenges) wraps the routes.
-        oauth: restart.keep("[oauth]", &running.oauth, oauth),
-        // The file store (uploads and artifacts) is made once.
-        uploads: restart.keep("[uploads]", &running.uploads, uploads),
-        artifacts: restart.keep("[artifacts]", &running.artifacts, artifacts),
-        files: restart.keep("[files]", &running.files, files),
-        // The replicas' Redis connection is opened once.
-        cluster: restart.keep("[cluster]", &running.cluster, cluster),
-    };
+    // The pattern names every key (no `..`): one missing here does not
+    // compile. `server` is declared key by key below; `toolsets` keep their
+    // routes.
+    macro_rules! config_keys {
+        (live: $($live:ident),*; restart: $($key:ident),* $(,)?) => {{
+            let Config { server, toolsets, $($live,)* $($key,)* } = next;
+            let (toolsets, routes_kept) = keep_toolset_routes(running, toolsets);
+            let next = Config {
+                server: keep_fixed_server(&running.server, server, &mut restart),
+                toolsets,
+                $($live,)*
+                $($key: restart.keep(
+                    concat!("[", stringify!($key), "]"),
+                    &running.$key,
+                    $key,
+                ),)*
+            };
+            (next, routes_kept)
+        }};
+    }
+    let (next, routes_kept) = config_keys!(
+        // Each catalog's own, built anew by every reload; and the file's
+        // folder (`base_dir`): the same file, the same folder.
+        live: limits, plugins, tools, resources, prompts, connectors, auth,
+            credentials, upstreams, code, registries, trust, base_dir;
+        // Made once at start-up: the guests' outbound client (`[http]`: its
+        // roots, its resolver), the kv store, the resource server (`[oauth]`:
+        // its keys, metadata and challenges wrap the routes), the file store
+        // (uploads and artifacts), the replicas' Redis connection.
+        restart: http, kv, oauth, uploads, artifacts, files, cluster,
+    );
     let mut needs_restart = restart.0;
     if routes_kept {
         needs_restart.push("[toolsets] added, removed or given another resource".to_string());
