@@ -90,7 +90,7 @@ def test_requests_are_shown_and_grant_nothing(tmp_path, registry, servers, upstr
     wait_for(lambda: f"http: {upstream} not granted to plugin fetcher" in s.log_text(), 10,
              "the refusal in the log")
     out = check(s)
-    assert f"asks   http {upstream}, credentials github\n" in out
+    assert f"requests http {upstream}, credentials github\n" in out
     assert f"granted: none; not granted: http {upstream}, credentials github" in out
 
     # Granted in hangar.toml: the request goes out; the credential is still not granted.
@@ -102,7 +102,7 @@ def test_requests_are_shown_and_grant_nothing(tmp_path, registry, servers, upstr
     assert r["result"]["content"][0]["text"] == "200 hello"
     out = check(s2)
     assert f"granted: http {upstream}; not granted: credentials github" in out
-    assert "granted beyond its asks: http api.example.org" in out
+    assert "granted beyond its requests: http api.example.org" in out
 
     # The annotation is kept with the cached manifest: offline, check still shows it.
     registry.stop()
@@ -150,5 +150,5 @@ def test_an_unreadable_annotation_is_reported_not_granted(tmp_path, registry, se
                 config=registries(registry) + source("remote", f"oci://{registry.host}/tools/odd:odd"))
     assert tools(s) == ["echo"]
     out = check(s)
-    assert "asks   unknown: the dev.hangar.requests annotation is not a grants object" in out
+    assert "requests unknown: the dev.hangar.requests annotation is not a grants object" in out
     assert "unknown field `files`" in out

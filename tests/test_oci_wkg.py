@@ -78,7 +78,7 @@ def test_hangar_serves_what_wkg_pushed(tmp_path, registry, servers, wkg):
     out = hangar("check", "--config", s.config_path, "--plugins", s.plugins_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"digest {digest}" in out.stdout
-    assert "asks   nothing stated (no dev.hangar.requests annotation)" in out.stdout
+    assert "requests nothing stated (no dev.hangar.requests annotation)" in out.stdout
 
 
 def test_wkg_can_push_the_requests_annotation(tmp_path, registry, servers, wkg):
@@ -93,5 +93,5 @@ def test_wkg_can_push_the_requests_annotation(tmp_path, registry, servers, wkg):
     assert tools(s) == ["echo"]
     out = hangar("check", "--config", s.config_path, "--plugins", s.plugins_dir)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "asks   http api.example.com\n" in out.stdout
+    assert "requests http api.example.com\n" in out.stdout
     assert "granted: none; not granted: http api.example.com" in out.stdout

@@ -12,17 +12,17 @@ pub fn validate(requests: &Grants) -> Result<(), String> {
     HttpGrants::parse(&requests.http).map(|_| ())
 }
 
-/// `asks   …` and `granted …` lines: each asked entry as granted or not,
-/// and what is granted without being asked for.
+/// `requests …` and `granted …` lines: each requested entry as granted or
+/// not, and what is granted without being requested.
 pub fn lines(asked: &Grants, granted: Option<&Grants>) -> Vec<String> {
     let none = Grants::default();
     let granted = granted.unwrap_or(&none);
     let http = HttpGrants::parse(&granted.http).unwrap_or_default();
-    let mut asks = Vec::new();
+    let mut requested = Vec::new();
     let mut yes = Vec::new();
     let mut no = Vec::new();
     let mut sort = |item: String, covered: bool| {
-        asks.push(item.clone());
+        requested.push(item.clone());
         (if covered { &mut yes } else { &mut no }).push(item);
     };
     for host in &asked.http {
@@ -58,11 +58,14 @@ pub fn lines(asked: &Grants, granted: Option<&Grants>) -> Vec<String> {
         }
     };
     let mut out = vec![
-        format!("asks   {}", list(&asks)),
+        format!("requests {}", list(&requested)),
         format!("granted: {}; not granted: {}", list(&yes), list(&no)),
     ];
     if !beyond.is_empty() {
-        out.push(format!("granted beyond its asks: {}", beyond.join(", ")));
+        out.push(format!(
+            "granted beyond its requests: {}",
+            beyond.join(", ")
+        ));
     }
     out
 }
@@ -79,7 +82,7 @@ mod tests {
     }
 
     #[test]
-    fn asks_beside_grants() {
+    fn requests_beside_grants() {
         let asked = grants(
             &["api.example.com", "cdn.example.org", "127.0.0.1:9000"],
             &["github"],
@@ -87,7 +90,7 @@ mod tests {
         assert_eq!(
             lines(&asked, None),
             [
-                "asks   http api.example.com, http cdn.example.org, http 127.0.0.1:9000, credentials github",
+                "requests http api.example.com, http cdn.example.org, http 127.0.0.1:9000, credentials github",
                 "granted: none; not granted: http api.example.com, http cdn.example.org, http 127.0.0.1:9000, credentials github",
             ]
         );
@@ -98,14 +101,14 @@ mod tests {
         assert_eq!(
             lines(&asked, Some(&granted)),
             [
-                "asks   http api.example.com, http cdn.example.org, http 127.0.0.1:9000, credentials github",
+                "requests http api.example.com, http cdn.example.org, http 127.0.0.1:9000, credentials github",
                 "granted: http api.example.com, http cdn.example.org; not granted: http 127.0.0.1:9000, credentials github",
-                "granted beyond its asks: http 10.0.0.1, credentials slack",
+                "granted beyond its requests: http 10.0.0.1, credentials slack",
             ]
         );
         assert_eq!(
             lines(&Grants::default(), None),
-            ["asks   none", "granted: none; not granted: none"]
+            ["requests none", "granted: none; not granted: none"]
         );
     }
 

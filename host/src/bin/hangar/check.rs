@@ -39,10 +39,10 @@ pub(crate) async fn check(path: &Path, plugins: Option<PathBuf>) -> anyhow::Resu
                     }
                 }
                 Ok(None) => println!(
-                    "        asks   nothing stated (no {} annotation)",
+                    "        requests nothing stated (no {} annotation)",
                     hangar::registry::REQUESTS_ANNOTATION
                 ),
-                Err(e) => println!("        asks   unknown: {e}"),
+                Err(e) => println!("        requests unknown: {e}"),
             }
             println!("        signature {}", source.signature.describe());
         } else if !hangar.config.trust.loaded.is_empty()
