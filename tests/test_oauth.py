@@ -388,6 +388,42 @@ def test_keys_are_fetched_again_when_a_token_names_an_unknown_kid(tmp_path_facto
         (second or first).stop()
 
 
+def test_a_token_that_cannot_be_checked_now_is_503_and_counts_no_failure(
+        tmp_path_factory, shared_cache, auth_server):
+    """When Hangar cannot check a token — the issuer has been down since
+    start-up (no keys ever fetched), or the kv store that holds personal
+    tokens is down — the token may well be good: the answer is 503
+    `temporarily_unavailable` with a Retry-After, not a 401 that sends the
+    client to re-authenticate, and it is no auth failure (two a minute
+    allowed here, so a counted refusal would be 429 by the third)."""
+    workdir = tmp_path_factory.mktemp("hangar-oauth-down")
+    issuer = f"http://127.0.0.1:{free_port()}"
+    config = CONFIG.format(issuer=issuer, db=workdir / "t.db").replace(
+        'auth_failures = "1000/m"', 'auth_failures = "2/m"')
+    config += f'\n[kv]\nbackend = "redis"\nurl = "redis://127.0.0.1:{free_port()}"\n'
+    s = Server(workdir, ["echo", "jwt"], config, shared_cache)
+    s.config_path.write_text(s.config_path.read_text().replace("__PORT__", str(s.port)))
+    s.start()
+    try:
+        jwt = auth_server.token("reader", f"{s.url}/mcp")
+        personal = "hgr_" + "A" * 43
+        why = {jwt: "the issuer's signing keys are unavailable",
+               personal: "personal tokens cannot be checked now"}
+        for token in [jwt, personal] * 3:
+            _, r = init(s, token)
+            assert r.status_code == 503, (r.status_code, r.text)
+            assert r.json() == {"error": "temporarily_unavailable",
+                                "error_description": why[token]}, r.text
+            assert int(r.headers["retry-after"]) >= 1, r.headers
+        log = s.log_text()
+        assert "no signing keys" in log and "personal tokens:" in log, log[-2000:]
+        # A bad token is still a 401, and counted: the allowance is intact.
+        _, r = init(s, "not-a-jwt")
+        assert r.status_code == 401 and challenge(r)["error"] == "invalid_token", r.text
+    finally:
+        s.stop()
+
+
 def test_rest_needs_a_token_when_rest_is_true(hangar, auth_server):
     r = httpx.post(f"{hangar.url}/tools/echo/call", json={"text": "x"})
     assert r.status_code == 401

@@ -158,7 +158,8 @@ def test_a_key_set_behind_a_redirect_within_the_issuer_is_fetched(start, issuer)
 def test_a_redirect_elsewhere_is_not_followed(start, issuer, stolen):
     s = start("/jwks-elsewhere")
     r = initialize(s, issuer.token(f"{s.url}/mcp"))
-    assert r.status_code == 401, r.text
+    # No key set was read, so the token cannot be checked: 503, not 401.
+    assert r.status_code == 503 and r.json()["error"] == "temporarily_unavailable", r.text
     time.sleep(0.5)
     assert stolen.received == b"", stolen.received[:200]
     assert "status 307" in s.log_text()
@@ -167,7 +168,7 @@ def test_a_redirect_elsewhere_is_not_followed(start, issuer, stolen):
 def test_a_key_set_past_one_mib_is_not_read(start, issuer):
     s = start("/jwks-huge")
     r = initialize(s, issuer.token(f"{s.url}/mcp"))
-    assert r.status_code == 401, r.text
+    assert r.status_code == 503 and r.json()["error"] == "temporarily_unavailable", r.text
     assert "longer than 1 MiB" in s.log_text()
 
 

@@ -55,6 +55,11 @@ pub struct ResourceServer {
     tokens: Tokens,
 }
 
+/// What a client refused with [`Refusal::Unavailable`] is told to wait, in
+/// seconds: the time a failed key fetch waits before the next
+/// ([`jwks::MIN_REFRESH`]).
+const UNAVAILABLE_RETRY_SECS: u64 = jwks::MIN_REFRESH.as_secs();
+
 /// Why a request was refused before reaching its surface.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -64,6 +69,10 @@ pub enum Refusal {
     Invalid(String),
     /// The client has failed too often lately; nothing was checked.
     TooMany(std::time::Duration),
+    /// The token cannot be checked now (the issuer's keys were never
+    /// fetched, the kv store of personal tokens is down): 503, and no
+    /// failure counted, since the token may well be good.
+    Unavailable(String),
 }
 
 impl ResourceServer {
@@ -133,14 +142,14 @@ impl ResourceServer {
                 }
                 TokenRefusal::Unavailable(e) => {
                     tracing::warn!(target: "hangar::oauth", "personal tokens: {e}");
-                    Refusal::Invalid("personal tokens cannot be checked now".into())
+                    Refusal::Unavailable("personal tokens cannot be checked now".into())
                 }
             });
         }
         let (alg, kid) = token::key_hint(token).map_err(|e| Refusal::Invalid(e.0))?;
         let keys = self.jwks.keys_for(kid.as_deref()).await.map_err(|e| {
             tracing::warn!(target: "hangar::oauth", "no signing keys: {e}");
-            Refusal::Invalid("the issuer's signing keys are unavailable".into())
+            Refusal::Unavailable("the issuer's signing keys are unavailable".into())
         })?;
         if keys.is_empty() {
             return Err(Refusal::Invalid(
@@ -168,6 +177,17 @@ impl ResourceServer {
                 response
                     .headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from(secs));
+                return response;
+            }
+            Refusal::Unavailable(why) => {
+                let mut response = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(json!({ "error": "temporarily_unavailable", "error_description": why })),
+                )
+                    .into_response();
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_SECS));
                 return response;
             }
             Refusal::NoToken => {
