@@ -195,6 +195,40 @@ def test_max_parallel_calls_caps_calls_running_at_once(start_server):
     assert r["structuredContent"] == {"statuses": ["rejected"] * 3}, r
 
 
+def test_runs_leave_tool_slots_to_the_calls_their_programs_make(start_server):
+    """A run holds a tool slot while its program runs, and each wasm tool its
+    program calls needs one more. With two tool slots (four instances, two
+    kept for auth and mappers), two runs that both got in would hold both,
+    and their `echo` calls would each fail `busy` after echo's 1 s
+    queue_timeout. Runs take at most half the tool slots: the second run
+    waits (its own queue_timeout, 10 s here) until the first has ended, and
+    both echo. Each program first waits up to 2 s for the other at the
+    upstream's `gather`, so two runs admitted together would meet there and
+    then call echo at the same time."""
+    config = CONFIG.replace('catalog = "code"', 'catalog = "code"\nmax_instances = 4\nstage_instances = 2')
+    config = config.replace('deadline = "4s"', 'deadline = "8s"\nqueue_timeout = "10s"')
+    s = start_server(plugins=("echo", "api-key"), config=config)
+    code = f'const key = "runs-{time.monotonic_ns()}";' + """
+    let met = true;
+    try { await tools.up.gather({ key, n: 2, timeout: 2 }); } catch (e) { met = false; }
+    const said: string = await tools.echo({ text: "slot" });
+    return { met, said };
+    """
+    replies = [None, None]
+
+    def one(i):
+        replies[i] = run(mcp(s), code)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    got = [result(r) for r in replies]
+    assert not any(r.get("isError") for r in got), got
+    assert [r["structuredContent"] for r in got] == [{"met": False, "said": "slot"}] * 2, got
+
+
 def test_a_tool_outside_the_toolset_or_hidden_is_not_found_to_the_program(server):
     c = mcp(server, path="/mcp/small")
     code = """

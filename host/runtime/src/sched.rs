@@ -93,6 +93,8 @@ pub enum Pool {
 pub struct Scheduler {
     tool_slots: Arc<Semaphore>,
     stage_slots: Arc<Semaphore>,
+    /// Held by each code-mode run beside its tool slot (see [`RunSlot`]).
+    runs: Arc<Semaphore>,
     /// One tick of guest code each, oldest call first.
     cpu: Arc<Lane>,
     /// Held by calls older than `long_after` while they queue for `cpu`.
@@ -118,6 +120,7 @@ impl Scheduler {
         Arc::new(Scheduler {
             tool_slots: Arc::new(Semaphore::new(tools as usize)),
             stage_slots: Arc::new(Semaphore::new(opts.stage_instances as usize)),
+            runs: Arc::new(Semaphore::new((tools / 2).max(1) as usize)),
             cpu: Lane::new(opts.long_running_slots as usize),
             long: Arc::new(Semaphore::new(opts.long_running_slots as usize)),
             long_after_ticks: ticks(opts.long_running_after),
@@ -190,11 +193,47 @@ impl Scheduler {
             .ok_or_else(|| busy(stage, format!("no free instance slot for {what}")))
     }
 
+    /// A code-mode run's instance slot, waiting until `until` at most: a
+    /// tool slot, taken only while runs hold fewer than half the tool share
+    /// (see [`RunSlot`]).
+    pub async fn run_slot(&self, until: Instant, stage: Stage) -> Result<RunSlot, CallError> {
+        let run = match self.runs.clone().try_acquire_owned() {
+            Ok(run) => run,
+            Err(_) => tokio::time::timeout_at(until.into(), self.runs.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or_else(|| {
+                    busy(
+                        stage,
+                        "no free slot for a program run (runs hold at most half the tool slots)"
+                            .into(),
+                    )
+                })?,
+        };
+        let slot = self.slot(Pool::Tools, until, stage).await?;
+        Ok(RunSlot {
+            _run: run,
+            _slot: slot,
+        })
+    }
+
     /// Whether a call whose guest code has run into `ran` epoch ticks
     /// counts as long-running.
     pub(super) fn is_long(&self, ran: u32) -> bool {
         ran >= self.long_after_ticks
     }
+}
+
+/// What a code-mode run holds while its program runs: a tool slot, and
+/// one of the permits that keep runs to half the tool share (at least
+/// one). A run's program calls tools, and a wasm tool's call needs a tool
+/// slot of its own: were runs free to take every slot, as many runs as
+/// slots would each wait for a slot another run holds, and every call
+/// their programs make would fail `busy` after its `queue_timeout`.
+pub struct RunSlot {
+    _run: OwnedSemaphorePermit,
+    _slot: OwnedSemaphorePermit,
 }
 
 /// `after` in whole epoch ticks, at least one.

@@ -22,7 +22,7 @@ use super::cache::CompiledCache;
 use super::guest_state::{Caller, GuestState, PluginMeta};
 use super::limits;
 use super::linking;
-use super::sched::{Pool, Scheduler};
+use super::sched::Scheduler;
 use hangar_config::Limits;
 use hangar_core::call::{CallContext, CallError, ErrorKind, ProgramCalls, Stage};
 
@@ -148,7 +148,7 @@ impl Sandbox {
     ) -> Result<Outcome, CallError> {
         let lim = &limits.limits;
         let until = Instant::now() + lim.queue_timeout;
-        let slot = self.sched.slot(Pool::Tools, until, Stage::Handler).await?;
+        let slot = self.sched.run_slot(until, Stage::Handler).await?;
         let mut store = linking::store(
             self.pre.engine(),
             &self.meta,
