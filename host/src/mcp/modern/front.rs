@@ -15,6 +15,7 @@ use super::rounds::Rounds;
 use super::state::{StateKey, caller, digest};
 use super::tasks::Tasks;
 use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::methods::Method;
 use crate::mcp::request::{self, Front, Request};
 use hangar_core::call::{Askable, LogLevel, Question};
 use hangar_core::kv::KvStore;
@@ -55,7 +56,7 @@ impl Modern {
 /// front's state.
 pub(super) struct ModernRequest<'a> {
     pub(super) meta: RequestMeta,
-    pub(super) method: String,
+    pub(super) method: Method,
     /// The catalog answers per caller (see `Catalog::per_caller`).
     pub(super) per_caller: bool,
     pub(super) modern: &'a Modern,
@@ -79,7 +80,7 @@ impl ModernRequest<'_> {
     fn binding(&self, req: &Request<'_>, name: &str, args: &Value) -> String {
         let [authorization, api_key, subject] = caller(req);
         digest(&[
-            &json!(self.method),
+            &json!(self.method.name()),
             &json!(name),
             args,
             &authorization,
@@ -95,7 +96,7 @@ impl Front for ModernRequest<'_> {
     }
 
     fn result(&self, req: &Request<'_>, result: Value) -> Value {
-        complete(result, &self.method, self.private(req))
+        complete(result, self.method, self.private(req))
     }
 
     /// An unknown resource is invalid params (-32602) here, not -32002.
@@ -163,6 +164,6 @@ impl request::Rounds for SealedRounds {
 
     /// A tool call's result: cached by nobody, so not private.
     fn result(&self, result: Value) -> Value {
-        complete(result, "tools/call", false)
+        complete(result, Method::ToolsCall, false)
     }
 }

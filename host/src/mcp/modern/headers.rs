@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::codes::HEADER_MISMATCH;
 use crate::mcp::guard;
 use crate::mcp::jsonrpc::RpcError;
+use crate::mcp::methods::{Era, Method};
 
 fn mismatch(message: String) -> RpcError {
     RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {message}"))
@@ -72,10 +73,10 @@ pub fn check_method(
             )));
         }
     }
-    let field = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+    let field = match Method::spoken_in(method, Era::Modern) {
+        Some(Method::ToolsCall | Method::PromptsGet) => "name",
+        Some(Method::ResourcesRead) => "uri",
+        Some(Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) => "taskId",
         _ => return Ok(()),
     };
     let Some(body) = params.get(field).and_then(Value::as_str) else {

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::result::complete;
 use crate::mcp::jsonrpc::{self, RpcError};
 use crate::mcp::limits::Held;
+use crate::mcp::methods::Method;
 use crate::mcp::reply::sse_frame;
 use hangar_core::call::{Change, List, ResourceChanges, Toolset};
 
@@ -205,7 +206,7 @@ pub fn open(
                         // A graceful end: the listen request's own response.
                         let result = complete(
                             json!({ "_meta": { "io.modelcontextprotocol/subscriptionId": id } }),
-                            "subscriptions/listen",
+                            Method::Listen,
                             false,
                         );
                         let frame = sse_frame(&jsonrpc::result_body(&id, &result));

@@ -53,9 +53,16 @@ pub(in crate::mcp) async fn post(
             return json_response(refused.status, jsonrpc::error_body(&id, &refused.error));
         }
     };
+    let Some(method) = Method::spoken_in(&method, Era::Modern) else {
+        let error = RpcError::new(
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        );
+        return json_response(StatusCode::NOT_FOUND, jsonrpc::error_body(&id, &error));
+    };
     let front = ModernRequest {
         meta,
-        method: method.clone(),
+        method,
         per_caller: st.pipeline.current().catalog().per_caller(),
         modern,
     };
@@ -70,16 +77,6 @@ pub(in crate::mcp) async fn post(
         toolset,
     };
     let meta = &front.meta;
-    let Some(method) = Method::spoken_in(&method, Era::Modern) else {
-        let error = RpcError::new(
-            jsonrpc::METHOD_NOT_FOUND,
-            format!("Method not found: {method}"),
-        );
-        return json_response(
-            StatusCode::NOT_FOUND,
-            jsonrpc::error_body(&request.id, &error),
-        );
-    };
     match method {
         Method::Discover => discover(st, modern, &request),
         // A tool that runs as a task is answered by the tasks extension.

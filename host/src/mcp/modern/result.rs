@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::mcp::methods::Method;
+
 /// The server's identity, as modern results carry it in `_meta`.
 pub fn server_info() -> Value {
     json!({ "name": "hangar", "version": env!("CARGO_PKG_VERSION") })
@@ -17,7 +19,7 @@ const LIST_TTL_MS: u64 = 60_000;
 /// identity in `_meta`, and for the cacheable methods `ttlMs` and
 /// `cacheScope`. `private` is true when the answer may depend on who asked
 /// (credentials were sent): shared caches must then not keep it.
-pub fn complete(mut result: Value, method: &str, private: bool) -> Value {
+pub fn complete(mut result: Value, method: Method, private: bool) -> Value {
     let Some(obj) = result.as_object_mut() else {
         return result;
     };
@@ -29,19 +31,19 @@ pub fn complete(mut result: Value, method: &str, private: bool) -> Value {
         meta.insert("io.modelcontextprotocol/serverInfo".into(), server_info());
     }
     let ttl = match method {
-        "server/discover"
-        | "tools/list"
-        | "prompts/list"
-        | "resources/list"
-        | "resources/templates/list" => Some(LIST_TTL_MS),
+        Method::Discover
+        | Method::ToolsList
+        | Method::PromptsList
+        | Method::ResourcesList
+        | Method::TemplatesList => Some(LIST_TTL_MS),
         // A resource's content may change at any time (and is announced
         // only to subscribers): fresh for no time.
-        "resources/read" => Some(0),
+        Method::ResourcesRead => Some(0),
         _ => None,
     };
     if let Some(ttl) = ttl {
         obj.entry("ttlMs").or_insert(json!(ttl));
-        let scope = if private || method == "resources/read" {
+        let scope = if private || method == Method::ResourcesRead {
             "private"
         } else {
             "public"
@@ -57,7 +59,7 @@ mod tests {
 
     #[test]
     fn complete_results_carry_type_identity_and_cache_hints() {
-        let r = complete(json!({ "tools": [] }), "tools/list", false);
+        let r = complete(json!({ "tools": [] }), Method::ToolsList, false);
         assert_eq!(r["resultType"], "complete");
         assert_eq!(
             r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
@@ -67,9 +69,9 @@ mod tests {
             (r["ttlMs"].as_u64(), r["cacheScope"].as_str()),
             (Some(60_000), Some("public"))
         );
-        let r = complete(json!({ "tools": [] }), "tools/list", true);
+        let r = complete(json!({ "tools": [] }), Method::ToolsList, true);
         assert_eq!(r["cacheScope"], "private");
-        let r = complete(json!({ "content": [] }), "tools/call", false);
+        let r = complete(json!({ "content": [] }), Method::ToolsCall, false);
         assert!(r.get("ttlMs").is_none());
     }
 }

@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 use super::result::complete;
 use crate::mcp::jsonrpc::{self, RpcError};
+use crate::mcp::methods::Method;
 use hangar_config::ErrorStyle;
 use hangar_core::call::{CallError, CancelToken, ErrorKind, ResourceChanges, Stage, ToolResult};
 use hangar_core::kv::KvStore;
@@ -279,7 +280,7 @@ impl Tasks {
         record.input_requests = None;
         let complete = |r: &ToolResult| {
             let value = serde_json::to_value(r).expect("results serialize");
-            complete(value, "tools/call", false)
+            complete(value, Method::ToolsCall, false)
         };
         match outcome {
             Ok(result) => {
